@@ -1,0 +1,175 @@
+"""Per-token advantages for DepGPO and GiGPO, built on verl's GRPO advantage.
+
+A batch row is one whole multi-turn trajectory. Besides verl's usual inputs (`token_level_rewards`,
+`response_mask`, `index` = task group ids) the estimators take `turn_ids` (bs, L): the turn that produced each
+response token, -1 on observation and padding tokens. Per-turn inputs are lists of lists, one inner list per
+trajectory, indexed by turn id.
+
+Both estimators follow verl's estimator signature and return `(advantages, returns)`, so they can sit in verl's
+registry (see `verl_registry`). Like verl's own GRPO they accept `config` for call compatibility only; settings
+come as keyword arguments. verl is imported lazily: the turn arithmetic here is plain torch.
+"""
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+import torch
+
+GIGPO_MODES = ("mean_norm", "mean_std_norm")
+# How far a trajectory's step factors may drift from mean 1 before we call it a bug in the factor source.
+FACTOR_MEAN_TOLERANCE = 1e-5
+
+
+def broadcast_turn_values(
+    per_turn_values: Sequence[Sequence[float]], turn_ids: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Place `per_turn_values[i][t]` on every token of row `i` whose turn id is `t`; tokens with id -1 get 0."""
+    batch_size = turn_ids.shape[0]
+    if len(per_turn_values) != batch_size:
+        raise ValueError(f"{len(per_turn_values)} per-turn lists for a batch of {batch_size} trajectories")
+    max_turns = max((len(values) for values in per_turn_values), default=0)
+    table = torch.zeros(batch_size, max(max_turns, 1), dtype=torch.float64)
+    for row, values in enumerate(per_turn_values):
+        turns_used = int(turn_ids[row].max().item()) + 1 if turn_ids.shape[1] else 0
+        if turns_used > len(values):
+            raise ValueError(f"trajectory {row} has tokens of turn {turns_used - 1} but only {len(values)} values")
+        table[row, : len(values)] = torch.as_tensor(np.asarray(values, dtype=np.float64))
+    on_turn = turn_ids >= 0
+    token_values = table.gather(1, turn_ids.clamp(min=0).long()) * on_turn
+    return token_values.to(dtype)
+
+
+def compute_depgpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    config=None,
+    *,
+    turn_ids: torch.Tensor,
+    step_factors: Sequence[Sequence[float]],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DepGPO: the trajectory's GRPO advantage times its turn's step factor, on every response token of the turn.
+
+    `step_factors[i]` holds one non-negative factor per turn with mean 1 (spec §7), so the mean over turns of the
+    per-turn advantage equals GRPO's. Unit factors reproduce GRPO exactly; each ablation is only a different factor
+    source.
+    """
+    _check_turn_ids(turn_ids, response_mask)
+    for row, factors in enumerate(step_factors):
+        _check_step_factors(row, factors)
+    grpo = _verl_grpo_advantage(token_level_rewards, response_mask, index, epsilon, norm_adv_by_std_in_grpo)
+    advantages = grpo * broadcast_turn_values(step_factors, turn_ids, dtype=grpo.dtype)
+    return advantages, advantages
+
+
+def compute_gigpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    config=None,
+    *,
+    turn_ids: torch.Tensor,
+    anchor_keys: Sequence[Sequence[Hashable]],
+    step_rewards: Sequence[Sequence[float]],
+    omega: float = 1.0,
+    gamma: float = 0.95,
+    mode: str = "mean_norm",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GiGPO (arXiv 2505.10978, Eq. 8): episode advantage + omega x anchor-state step advantage.
+
+    The episode advantage is verl's GRPO advantage (each trajectory counts once; `mode` "mean_norm" subtracts the
+    group mean, "mean_std_norm" also divides by the std). The step advantage of turn t is its discounted return
+    (`gamma`, Eq. 5) normalised the same way among all turns of the same task group that acted on the same anchor
+    state (`anchor_keys[i][t]`, e.g. a hash of the observation the turn saw); a state seen once contributes 0.
+    """
+    if mode not in GIGPO_MODES:
+        raise ValueError(f"unknown GiGPO mode {mode!r}; valid: {', '.join(GIGPO_MODES)}")
+    _check_turn_ids(turn_ids, response_mask)
+    if len(anchor_keys) != len(step_rewards):
+        raise ValueError(f"{len(anchor_keys)} anchor-key lists but {len(step_rewards)} step-reward lists")
+    for row, (keys, rewards) in enumerate(zip(anchor_keys, step_rewards, strict=True)):
+        if len(keys) != len(rewards):
+            raise ValueError(f"trajectory {row}: {len(keys)} anchor keys but {len(rewards)} step rewards")
+    normalise_by_std = mode == "mean_std_norm"
+    episode = _verl_grpo_advantage(token_level_rewards, response_mask, index, epsilon, normalise_by_std)
+    step_returns = [discounted_returns(rewards, gamma) for rewards in step_rewards]
+    step = anchor_group_advantages(index, anchor_keys, step_returns, normalise_by_std, epsilon)
+    advantages = episode + omega * broadcast_turn_values(step, turn_ids, dtype=episode.dtype)
+    return advantages, advantages
+
+
+def discounted_returns(step_rewards: Sequence[float], gamma: float) -> list[float]:
+    """R_t = sum_k gamma^k r_{t+k} within one trajectory (GiGPO Eq. 5)."""
+    returns = [0.0] * len(step_rewards)
+    running = 0.0
+    for t in reversed(range(len(step_rewards))):
+        running = float(step_rewards[t]) + gamma * running
+        returns[t] = running
+    return returns
+
+
+def anchor_group_advantages(
+    index: np.ndarray,
+    anchor_keys: Sequence[Sequence[Hashable]],
+    step_returns: Sequence[Sequence[float]],
+    normalise_by_std: bool,
+    epsilon: float = 1e-6,
+) -> list[list[float]]:
+    """Normalise each turn's return within its step group: same task group and same anchor key (GiGPO Eq. 6-7).
+
+    The std is the sample std, as torch.std in GiGPO's reference code; a group of one turn gets 0.
+    """
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for group_id, keys, returns in zip(index, anchor_keys, step_returns, strict=True):
+        for key, value in zip(keys, returns, strict=True):
+            groups[(group_id, key)].append(value)
+
+    def normalised(group_id, key, value: float) -> float:
+        members = groups[(group_id, key)]
+        if len(members) == 1:
+            return 0.0
+        centred = value - statistics.fmean(members)
+        return centred / (statistics.stdev(members) + epsilon) if normalise_by_std else centred
+
+    return [
+        [normalised(group_id, key, value) for key, value in zip(keys, returns, strict=True)]
+        for group_id, keys, returns in zip(index, anchor_keys, step_returns, strict=True)
+    ]
+
+
+def _verl_grpo_advantage(token_level_rewards, response_mask, index, epsilon, norm_adv_by_std) -> torch.Tensor:
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    advantages, _ = compute_grpo_outcome_advantage(
+        token_level_rewards=token_level_rewards,
+        response_mask=response_mask,
+        index=index,
+        epsilon=epsilon,
+        norm_adv_by_std_in_grpo=norm_adv_by_std,
+    )
+    return advantages
+
+
+def _check_turn_ids(turn_ids: torch.Tensor, response_mask: torch.Tensor) -> None:
+    if turn_ids.shape != response_mask.shape:
+        raise ValueError(f"turn_ids shape {tuple(turn_ids.shape)} != response_mask shape {tuple(response_mask.shape)}")
+    # A response token without a turn (or an observation token with one) means the spans were recorded wrongly.
+    if not torch.equal(turn_ids >= 0, response_mask.bool()):
+        raise ValueError("turn_ids must be >= 0 exactly on response tokens (response_mask == 1) and -1 elsewhere")
+
+
+def _check_step_factors(row: int, factors: Sequence[float]) -> None:
+    if len(factors) == 0:
+        return
+    values = [float(f) for f in factors]
+    if not all(math.isfinite(f) and f >= 0 for f in values):
+        raise ValueError(f"trajectory {row}: step factors must be finite and >= 0, got {values}")
+    mean = statistics.fmean(values)
+    if abs(mean - 1.0) > FACTOR_MEAN_TOLERANCE:
+        raise ValueError(f"trajectory {row}: step factors must have mean 1 over the turns, got mean {mean}")

@@ -1,0 +1,64 @@
+"""`depgpo run-episode TASK_DIR (--commands CMDS.json | --oracle) --out DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from depgpo.env.episode import Episode, EpisodeConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task_dir", type=Path, help="a Harbor or Terminal-Bench-1 task directory")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--commands", type=Path, help="JSON list of command strings (one per turn)")
+    source.add_argument("--oracle", action="store_true", help="run the task's solution script as the commands")
+    parser.add_argument("--out", type=Path, required=True, help="directory for trajectory.json")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per command (default 60)")
+    parser.add_argument("--keep-sandbox", action="store_true", help="keep the episode's host directories")
+
+
+def load_commands(path: Path) -> list[str]:
+    try:
+        commands = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"error: {path}: file not found")
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"error: {path}: not JSON ({e}); expected a JSON list of command strings")
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+        raise SystemExit(f"error: {path}: expected a JSON list of command strings, e.g. [\"ls\", \"cat a.txt\"]")
+    return commands
+
+
+def oracle_commands(task) -> list[str]:
+    """The solution script, copied into the sandbox and run as one command (as Harbor runs solve.sh)."""
+    if task.solution_script is None:
+        raise SystemExit(f"error: {task.root}: no solution script (solution/solve.sh or solution.sh); "
+                         "use --commands instead")
+    return [f"bash <<'DEPGPO_ORACLE_EOF'\n{task.solution_script.read_text()}\nDEPGPO_ORACLE_EOF"]
+
+
+def run(args: argparse.Namespace) -> int:
+    from depgpo.tasks import TaskFormatError, load_task
+
+    try:
+        task = load_task(args.task_dir)
+    except TaskFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    commands = oracle_commands(task) if args.oracle else load_commands(args.commands)
+    config = EpisodeConfig(command_timeout_s=args.timeout, keep_sandbox=args.keep_sandbox)
+    with Episode(task, config, out_dir=args.out) as episode:
+        for turn, command in enumerate(commands):
+            record = episode.run_command(command, turn=turn)
+            status = "timeout" if record["timed_out"] else f"exit {record['exit_code']}"
+            print(f"[{turn}] {status:>8}  {command.splitlines()[0][:70] if command else ''}", file=sys.stderr)
+        verifier = episode.verify()
+    print(f"reward {verifier['reward']:.3f} ({verifier['reward_source']}); E ({verifier['E_source']}): "
+          f"{', '.join(verifier['E']) or '-'}", file=sys.stderr)
+    if verifier["error"]:
+        print(f"verifier: {verifier['error']}", file=sys.stderr)
+    print(args.out / "trajectory.json")
+    return 0

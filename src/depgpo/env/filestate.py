@@ -1,0 +1,168 @@
+"""What each command wrote, with line detail, read safely from the host side of the sandbox.
+
+The trace says which paths a command opened for writing; this module reads their content before and after and
+works out the lines the command wrote (spec section 2: a full rewrite writes every line of the new content, an edit
+writes the inserted/changed lines of a line diff). A stat walk of the writable directories after each command is
+the safety net for writes the trace cannot see (an fd opened by an earlier command, mmap).
+
+Sandbox files are read with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) below the directory that backs the
+mount, so a symlink a command planted can never make the root harness read a host file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import difflib
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from depgpo.env.sandbox import SandboxLayout
+
+TEXT_MAX_BYTES = 1 << 20
+TEXT_MAX_LINES = 20_000
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_SYS_OPENAT2 = 437
+_RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x04, 0x08
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _open_beneath(base: Path, relative: str) -> int:
+    dir_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        how = _OpenHow(os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS)
+        fd = _libc.syscall(_SYS_OPENAT2, dir_fd, relative.encode(), ctypes.byref(how), ctypes.sizeof(how))
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), relative)
+        return fd
+    finally:
+        os.close(dir_fd)
+
+
+def read_text(layout: SandboxLayout, sandbox_path: str, limit: int = TEXT_MAX_BYTES) -> str | None:
+    """A small sandbox file's text, or None if absent, a symlink anywhere on its path, or unreadable."""
+    backing = _backing(layout, sandbox_path)
+    if backing is None:
+        return None
+    try:
+        fd = _open_beneath(*backing)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit).decode("utf-8", "replace")
+
+
+@dataclass
+class FileVersion:
+    exists: bool
+    hash: str | None = None                # "sha256:…", "dir", "symlink", "special"
+    lines: list[str] | None = None         # text content (None for non-text)
+
+
+MISSING = FileVersion(exists=False)
+
+
+def _backing(layout: SandboxLayout, sandbox_path: str) -> tuple[Path, str] | None:
+    """(host directory, path relative to it) for sandbox paths the harness may read."""
+    for mount, host in layout.writable.items():
+        if sandbox_path == mount or sandbox_path.startswith(mount.rstrip("/") + "/"):
+            return host, os.path.relpath(sandbox_path, mount)
+    top = sandbox_path.strip("/").split("/", 1)[0]
+    if top in ("usr", "etc", "opt", "var"):
+        return layout.root / "upper", sandbox_path.lstrip("/")
+    return None
+
+
+def read_version(layout: SandboxLayout, sandbox_path: str) -> FileVersion | None:
+    """The current version of a sandbox file; None when it lives where the harness does not look (tmpfs, lower)."""
+    backing = _backing(layout, sandbox_path)
+    if backing is None:
+        return None
+    base, rel = backing
+    try:
+        st = os.lstat(base / rel) if rel != "." else os.lstat(base)
+    except FileNotFoundError:
+        if base.name == "upper":
+            return None  # not copied up: unchanged host file, or never existed; not the agent's write
+        return MISSING
+    except OSError:
+        return MISSING
+    if stat.S_ISDIR(st.st_mode):
+        return FileVersion(True, "dir")
+    if stat.S_ISLNK(st.st_mode):
+        return FileVersion(True, "symlink:" + os.readlink(base / rel))
+    if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0 and base.name == "upper":
+        return MISSING  # an overlay whiteout: deleted inside the sandbox
+    if not stat.S_ISREG(st.st_mode):
+        return FileVersion(True, "special")
+    try:
+        fd = _open_beneath(base, rel)
+    except OSError:
+        return FileVersion(True, "unreadable")
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(TEXT_MAX_BYTES + 1)
+        digest = hashlib.sha256(data)
+        if len(data) > TEXT_MAX_BYTES:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return FileVersion(True, "sha256:" + digest.hexdigest(), _as_lines(data))
+
+
+def _as_lines(data: bytes) -> list[str] | None:
+    if len(data) > TEXT_MAX_BYTES or b"\0" in data:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.splitlines()
+    return lines if len(lines) <= TEXT_MAX_LINES else None
+
+
+def lines_written(before: FileVersion, after: FileVersion, full_rewrite: bool) -> list[str]:
+    """The content of the lines a command wrote (multiset), given the versions around it."""
+    if after.lines is None:
+        return []
+    if full_rewrite or not before.exists or before.lines is None:
+        return list(after.lines)
+    matcher = difflib.SequenceMatcher(None, before.lines, after.lines, autojunk=False)
+    written: list[str] = []
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag in ("insert", "replace"):
+            written.extend(after.lines[j1:j2])
+    return written
+
+
+@dataclass
+class StatWalk:
+    """(mtime, size, inode) of every entry under the writable directories: catches untraced writes."""
+
+    layout: SandboxLayout
+    seen: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    def changes(self) -> set[str]:
+        """Sandbox paths created, modified or removed since the previous call."""
+        now: dict[str, tuple[int, int, int]] = {}
+        for mount, host in self.layout.writable.items():
+            if mount == "/logs":
+                continue
+            for dirpath, dirnames, filenames in os.walk(host):
+                for name in filenames:
+                    full = os.path.join(dirpath, name)
+                    try:
+                        st = os.lstat(full)
+                    except OSError:
+                        continue
+                    sandbox = os.path.normpath(os.path.join(mount, os.path.relpath(full, host)))
+                    now[sandbox] = (st.st_mtime_ns, st.st_size, st.st_ino)
+        changed = {p for p, sig in now.items() if self.seen.get(p) != sig}
+        changed |= set(self.seen) - set(now)
+        self.seen = now
+        return changed

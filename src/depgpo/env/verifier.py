@@ -1,0 +1,134 @@
+"""The verifier's side of an episode: its inspection set E and its reward.
+
+E (spec section 3) is taken from the trace of the verifier segment: files it read or existence-checked that the agent
+could have changed, ports it connected to, agent processes it inspected. When the trace yields nothing usable (the
+verifier crashed before inspecting anything, or ran untraced), E falls back to the paths and ports written in the
+verifier's sources, and `E_source` says which.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Paths the verifier touches that are its own or the system's, never the agent's work.
+VERIFIER_OWN_PREFIXES = ("/tests", "/logs", "/proc", "/sys", "/dev", "/run", "/.depgpo")
+AGENT_HOME_DIRS = ("/tmp", "/root", "/home", "/srv", "/data", "/output", "/var/www")
+SYSTEM_PREFIXES = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/opt", "/var/lib", "/var/cache", "/var/log", "/etc")
+_PYTEST_OUTCOME_RE = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+(\S+?)(?:\s+-\s.*)?$", re.MULTILINE)
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in prefixes)
+
+
+def inspection_set(verifier_effects, agent_written: set[str], agent_processes: dict[int, str],
+                   workdir: str) -> list[dict]:
+    """E_detail from the verifier segment's effects (a trace_parser.CommandEffects).
+
+    The trace parser has already dropped untracked locations (system directories, caches); here we drop the
+    verifier's own files and the directories every process walks through (`/`, the workdir itself).
+    """
+    detail: dict[str, str] = {}
+    walked_through = {"/", workdir.rstrip("/") or "/"}
+    agent_dirs = tuple(dict.fromkeys([workdir.rstrip("/"), *AGENT_HOME_DIRS]))
+
+    def add(record: str, how: str) -> None:
+        detail.setdefault(record, how)
+
+    def agent_changeable(path: str, how: str) -> bool:
+        if path in walked_through or _under(path, VERIFIER_OWN_PREFIXES) or "/.local/lib/" in path:
+            return False
+        if path in agent_written:
+            return True
+        if how != "read":  # existence probes outside the agent's directories are the test framework's
+            return _under(path, agent_dirs)  # own searches (pytest looks for /pytest.ini, /setup.py, ...)
+        return not _under(path, SYSTEM_PREFIXES)
+
+    for how, paths in (("read", verifier_effects.reads | verifier_effects.executed),
+                       ("stat", verifier_effects.stats | verifier_effects.listed),
+                       ("missing", verifier_effects.missing)):
+        for path in sorted(paths):
+            if agent_changeable(path, how):
+                add(path, how)
+    for port in sorted(verifier_effects.ports_connected):
+        add(port, "connect")
+    for proc in verifier_effects.probed + verifier_effects.killed:
+        if proc.pid in agent_processes:
+            add(f"proc:{agent_processes[proc.pid]}", "probe")
+    return [{"record": r, "how": h} for r, h in detail.items()]
+
+
+def static_inspection_set(verifier_files: list[Path]) -> list[dict]:
+    """Fallback: absolute paths and ports written in the verifier's sources (the paper's extraction rules)."""
+    from depgpo.credit.static import extract_verifier_records
+
+    sources = "\n".join(Path(p).read_text(errors="replace") for p in verifier_files
+                        if Path(p).suffix in (".py", ".sh", ".txt", ".json", ".yaml", ".toml", ""))
+    return [{"record": r, "how": "static"} for r in extract_verifier_records(sources)]
+
+
+@dataclass
+class Reward:
+    value: float
+    source: str
+    tests: dict[str, bool] = field(default_factory=dict)
+    error: str | None = None
+
+
+def pytest_outcomes(output: str, junit_xml: str | None = None) -> dict[str, bool]:
+    """Per-test pass/fail from a JUnit XML report, else from pytest's `-rA` short summary lines."""
+    outcomes: dict[str, bool] = {}
+    if junit_xml:
+        try:
+            for case in ET.fromstring(junit_xml).iter("testcase"):
+                failed = any(child.tag in ("failure", "error") for child in case)
+                skipped = any(child.tag == "skipped" for child in case)
+                if not skipped:
+                    outcomes[case.get("name", "")] = not failed
+        except ET.ParseError:
+            outcomes = {}
+    if not outcomes:
+        for status, node in _PYTEST_OUTCOME_RE.findall(output):
+            if status in ("PASSED", "XFAIL", "FAILED", "ERROR", "XPASS"):
+                outcomes[node.split("::")[-1]] = status in ("PASSED", "XFAIL")
+    return outcomes
+
+
+def compute_reward(reward_json: str | None, reward_txt: str | None, output: str, exit_code: int | None,
+                   weights: dict[str, float] | None, junit_xml: str | None = None) -> Reward:
+    """Reward in [0, 1]: reward.json, else reward.txt, else TB1 weights over test outcomes, else pytest/exit code."""
+    tests = pytest_outcomes(output, junit_xml)
+    if reward_json is not None:
+        try:
+            values = json.loads(reward_json)
+            numbers = [float(v) for v in (values.values() if isinstance(values, dict) else [values])]
+            value = numbers[0] if len(numbers) == 1 else sum(numbers) / len(numbers)
+            return Reward(_clamp(value), "reward.json", tests)
+        except (ValueError, TypeError, IndexError) as e:
+            return Reward(0.0, "error", tests, f"/logs/verifier/reward.json is not a number or dict of numbers: {e}")
+    if reward_txt is not None:
+        try:
+            return Reward(_clamp(float(reward_txt.strip())), "reward.txt", tests)
+        except ValueError:
+            return Reward(0.0, "error", tests, f"/logs/verifier/reward.txt is not a number: {reward_txt[:80]!r}")
+    if weights:
+        if not tests:
+            return Reward(0.0, "error", tests, "weights.json given but no per-test outcomes were reported")
+        value = sum(w for name, w in weights.items() if tests.get(name, False))
+        return Reward(_clamp(value), "weights.json", tests)
+    if tests:
+        return Reward(1.0 if all(tests.values()) else 0.0, "pytest", tests)
+    if exit_code is None:
+        return Reward(0.0, "error", tests, "verifier timed out")
+    return Reward(1.0 if exit_code == 0 else 0.0, "exit_code", tests)
+
+
+def _clamp(value: float) -> float:
+    if math.isnan(value):
+        return 0.0
+    return min(1.0, max(0.0, value))

@@ -1,0 +1,2 @@
+#!/bin/bash
+mkdir -p out && sed -n 's/^word = //p' config/settings.ini > out/greeting.txt
