@@ -11,21 +11,32 @@ import argparse
 import importlib
 import sys
 
+# name -> (module, function adding the arguments, function running it, help)
 SUBCOMMANDS = {
-    "run-episode": ("depgpo.env.cli", "run a task's commands in the traced sandbox, then its verifier"),
-    "credit": ("depgpo.credit.cli", "dependency credit and step factors of trajectories"),
-    "data": ("depgpo.tasks.cli", "check a task set: what would not run here, and why"),
+    "run-episode": ("depgpo.env.cli", "add_arguments", "run",
+                    "run a task's commands in the traced sandbox, then its verifier"),
+    "credit": ("depgpo.credit.cli", "add_arguments", "run", "dependency credit and step factors of trajectories"),
+    "data": ("depgpo.tasks.cli", "add_arguments", "run", "check a task set: what would not run here, and why"),
+    "generate-tasks": ("depgpo.tasks.generate_cli", "add_arguments", "run",
+                       "write the tiny generated task sets (pool, test_tb20, test_tb21)"),
+    "sft-data": ("depgpo.stages", "add_sft_data", "run_sft_data",
+                 "SFT conversations from oracle solutions run in the sandbox"),
+    "sft": ("depgpo.stages", "add_sft", "run_sft", "supervised fine-tuning of the policy"),
+    "filter": ("depgpo.stages", "add_filter", "run_filter", "four-attempt task selection (Table 6)"),
+    "rl": ("depgpo.stages", "add_rl", "run_rl", "RL training with one of the compared methods (resumable)"),
+    "evaluate": ("depgpo.stages", "add_evaluate", "run_evaluate", "pass@1 over several rounds on a test set"),
+    "report": ("depgpo.report.cli", "add_arguments", "run", "the paper's tables and figures from results/"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="depgpo", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_text) in SUBCOMMANDS.items():
+    for name, (module, add, run, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        sub_parser.set_defaults(_module=module)
+        sub_parser.set_defaults(_module=module, _run=run)
         try:
-            importlib.import_module(module).add_arguments(sub_parser)
+            getattr(importlib.import_module(module), add)(sub_parser)
         except ModuleNotFoundError as e:  # a stage whose optional dependencies are missing stays listed
             if (e.name or "").startswith("depgpo"):
                 raise
@@ -34,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_missing", None):
         print(f"error: depgpo {args.command} is unavailable: {args._missing}", file=sys.stderr)
         return 2
-    return importlib.import_module(args._module).run(args)
+    return getattr(importlib.import_module(args._module), args._run)(args)
 
 
 if __name__ == "__main__":

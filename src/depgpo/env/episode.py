@@ -138,7 +138,8 @@ class Episode:
             if env:
                 shell.run_marked(f"export {env}", timeout_s=10)
             for command in self.task.setup_commands:
-                out = shell.run_marked(command, timeout_s=self.config.setup_timeout_s)
+                # Each RUN step in its own sh, as Docker does: its exit, cd or exports cannot leak into the next.
+                out = shell.run_marked(f"sh -c {shlex.quote(command)}", timeout_s=self.config.setup_timeout_s)
                 if out.exit_code != 0:
                     self.errors.append(f"setup step failed (exit {out.exit_code}): {command!r}: "
                                        f"{truncate_observation(out.output, 2000)}")
@@ -227,7 +228,7 @@ class Episode:
                 self._cache[path] = after
                 continue
             changed = after.hash != before.hash or not before.exists
-            truncated = path in getattr(fx, "truncated", set())
+            truncated = path in fx.truncated
             if not (changed or truncated) or after.hash == "dir":
                 self._cache[path] = after
                 continue
@@ -243,8 +244,14 @@ class Episode:
         for proc in [*fx.spawned, *fx.killed, *fx.probed, *self.parser.alive_processes()]:
             self._process_names[proc.pid] = proc.name
         probed = [p for p in fx.probed if p.owner != self._index_of(fx)]  # `ps` seeing its own pipeline is no probe
+        def relevant(path: str) -> bool:
+            # Every program reads /etc (ld.so.cache, nsswitch.conf, ...): such a read matters only for a file
+            # that an agent command wrote (copy-on-write), since only then can it carry a dependency.
+            return not path.startswith("/etc/") or path in self._agent_written
+
         return {
-            "reads": sorted(fx.reads | fx.executed), "stats": sorted(fx.stats | fx.missing | fx.listed),
+            "reads": sorted(filter(relevant, fx.reads | fx.executed)),
+            "stats": sorted(filter(relevant, fx.stats | fx.missing | fx.listed)),
             "writes": writes, "deletions": sorted(deletions),
             "ports_bound": sorted(fx.ports_bound), "ports_connected": sorted(fx.ports_connected),
             "processes_started": [{"pid": p.pid, "name": p.name, "alive_after": True} for p in fx.spawned],
@@ -257,7 +264,7 @@ class Episode:
     def verify(self) -> dict:
         """Run the task's verifier in the same traced sandbox; record E, reward and the final state."""
         t0 = time.monotonic()
-        self.final = self._final_state()
+        self.final = self._final_files()
         error = None
         output, exit_code = "", None
         effects = None
@@ -266,6 +273,7 @@ class Episode:
             self._start_shell()
         try:
             self._install_verifier_files()
+            self._feed_trace()  # what background processes did until now belongs to the agent's segments
             self.parser.begin_verifier()
             timeout = self.config.verifier_timeout_s or self.task.verifier_timeout_s
             result = self.shell.run_marked(_verifier_command(self.task), timeout_s=timeout)
@@ -284,6 +292,7 @@ class Episode:
             E_detail = static_inspection_set([host for host, _ in self.task.verifier_files])
             E_source = "static" if E_detail else "none"
         self._add_E_files_to_final(E_detail)
+        self._final_processes()
         logs = lambda name: read_text(self.layout, f"/logs/verifier/{name}")  # noqa: E731
         reward = compute_reward(logs("reward.json"), logs("reward.txt"), output, exit_code, self.task.test_weights,
                                 logs("junit.xml"))
@@ -304,19 +313,24 @@ class Episode:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(host_path, target)
 
-    def _final_state(self) -> dict:
+    def _final_files(self) -> dict:
+        """Tracked files as the verifier found them (taken before it runs: it may write files itself)."""
         files = {}
         for path in sorted(self._agent_written):
             v = self._cache.get(path, MISSING)
             files[path] = {"exists": v.exists, "hash": v.hash, "lines": v.lines}
-        for proc in self.parser.alive_processes():
+        return {"files": files}
+
+    def _final_processes(self) -> None:
+        """Agent processes alive and ports listening at verification. Read once the verifier has run, so that a
+        server started by the last command (which binds after its command returned) is seen as the verifier
+        saw it; agent processes owned by the verifier segment do not exist."""
+        alive = [p for p in self.parser.alive_processes() if isinstance(p.owner, int)]
+        for proc in alive:
             self._process_names.setdefault(proc.pid, proc.name)
-        return {
-            "files": files,
-            "alive_processes": [{"pid": p.pid, "name": p.name, "owner": p.owner}
-                                for p in self.parser.alive_processes()],
-            "listening_ports": [{"port": port, "owner": owner} for port, owner in self.parser.listening_ports()],
-        }
+        self.final["alive_processes"] = [{"pid": p.pid, "name": p.name, "owner": p.owner} for p in alive]
+        self.final["listening_ports"] = [{"port": port, "owner": owner}
+                                         for port, owner in self.parser.listening_ports() if isinstance(owner, int)]
 
     def _add_E_files_to_final(self, E_detail: list[dict]) -> None:
         for d in E_detail:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442  # x86-64 and aarch64 share these numbers
@@ -39,10 +40,11 @@ def _userns_fd(host_uid: int) -> int:
     """A user namespace mapping id 0 to host_uid (uid and gid), held open by fd."""
     holder = subprocess.Popen(["unshare", "--user", "sleep", "60"])
     try:
-        for _ in range(200):  # wait until the child has entered its new user namespace
-            if os.readlink(f"/proc/{holder.pid}/ns/user") != os.readlink("/proc/self/ns/user"):
-                break
-            os.sched_yield()
+        own_ns, deadline = os.readlink("/proc/self/ns/user"), time.monotonic() + 10
+        while os.readlink(f"/proc/{holder.pid}/ns/user") == own_ns:  # not yet in its new user namespace
+            if time.monotonic() > deadline or holder.poll() is not None:
+                raise OSError(f"`unshare --user` did not enter a new user namespace (exit {holder.poll()})")
+            time.sleep(0.001)
         for name in ("uid_map", "gid_map"):
             with open(f"/proc/{holder.pid}/{name}", "w") as fh:
                 fh.write(f"0 {host_uid} 1\n")

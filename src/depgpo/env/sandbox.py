@@ -165,8 +165,9 @@ def bwrap_argv(layout: SandboxLayout) -> list[str]:
     return argv
 
 
-def inner_argv(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
-    """What sandbox_init execs once the overlays are mounted: strace -> setpriv -> prlimit -> bwrap -> bash."""
+def inner_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
+    """What sandbox_init execs once the overlays are mounted: strace -> setpriv -> prlimit -> bwrap -> bash.
+    `traced=False` drops strace (the benchmark's baseline); nothing else changes."""
     drop = ["setpriv", f"--reuid={layout.uid}", f"--regid={layout.uid}", "--clear-groups", "--"]
     rlimits = ["prlimit", f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_bytes}",
                f"--nofile={limits.max_open_files}", "--core=0"]
@@ -174,12 +175,14 @@ def inner_argv(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
         rlimits.append(f"--as={limits.memory_bytes}")
     # strace's own warnings go to the file sandbox_init puts on fd 2; the traced chain gets the PTY back as stderr.
     restore_stderr = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
-    return [*strace_argv(str(layout.trace_log)), "--", *restore_stderr, *drop, *rlimits, "--", *bwrap_argv(layout)]
+    tracer = [*strace_argv(str(layout.trace_log)), "--"] if traced else []
+    return [*tracer, *restore_stderr, *drop, *rlimits, "--", *bwrap_argv(layout)]
 
 
-def launcher_argv(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
-    spec = json.dumps({"layout": {"root": str(layout.root), "uid": layout.uid, "stderr": str(layout.root / "strace.err")},
-                       "argv": inner_argv(layout, limits)})
+def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
+    spec = json.dumps({"layout": {"root": str(layout.root), "uid": layout.uid,
+                                  "stderr": str(layout.root / "strace.err")},
+                       "argv": inner_argv(layout, limits, traced)})
     return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
             "--", sys.executable, "-m", "depgpo.env.sandbox_init", spec]
 

@@ -21,6 +21,16 @@ Attribution (shared/notes/sandbox-and-tracing.md, sections 0 and 4):
   EINPROGRESS counts. Calls on an already open fd with an empty path (fstat) are not recorded: the open was.
 - Files a segment certainly created (O_EXCL, mkdir, or a path last seen absent) and removed again in the same segment
   are temporary: they vanish from that segment's summary, and renaming one onto X counts as a write of X (sed -i).
+
+Processes, ports and marks:
+- A process is named after its last execve. Summaries are computed when asked for, so a background job that exec'd
+  after its mark shows its program's name the next time. It is alive until its `+++ exited` / `+++ killed by` line
+  (strace prints the latter only for signals in its `-e signal=` set).
+- A port (`tcp:P`, `udp:P`, `unix:/path`) is listening while a live process holds it: the one that bound it, or a
+  child forked from it that has not exec'd since (exec closes CLOEXEC sockets). Port 0 (ephemeral) is ignored.
+- `kill(-PGID, sig)` is approximated by the group's leader and its descendants; `kill(0, sig)` is not resolved.
+- Marks only move forward (an old mark re-sent by the harness's recovery is ignored), and stop switching segments
+  once begin_verifier() was called.
 """
 
 from __future__ import annotations
@@ -63,7 +73,8 @@ class CommandEffects:
     opened_for_write: set[str] = field(default_factory=set)  # O_WRONLY/O_RDWR/O_CREAT/O_TRUNC, creat, truncate,
     # link targets, renames of a temp file onto the path (content may or may not have changed)
     truncated: set[str] = field(default_factory=set)  # O_TRUNC, creat, truncate to 0: the whole content rewritten
-    created: set[str] = field(default_factory=set)  # O_CREAT (the file may have existed), creat, link, symlink
+    created: set[str] = field(default_factory=set)  # O_CREAT (the file may have existed), creat, link, symlink,
+    # a temp file renamed onto a path last seen absent
     deleted: set[str] = field(default_factory=set)  # unlink, rmdir
     renamed: list[tuple[str, str]] = field(default_factory=list)  # (source, destination), in order
     dirs_created: set[str] = field(default_factory=set)
@@ -86,13 +97,17 @@ class TraceParser:
     shell_pid: pid of the interactive shell, if known; otherwise the shell is found by the marks it emits.
     untracked_prefixes: open/stat lines whose path string starts with one of these are skipped before parsing,
         without asking keep_path (about half of all lines). Pass () when the episode can write there (an overlay
-        root) or the verifier's records may lie there.
+        root) or the verifier's records may lie there. They must not cover the marks or /proc/PID.
     """
 
     def __init__(self, keep_path: Callable[[str], bool] = lambda p: True, shell_pid: int | None = None,
                  untracked_prefixes: tuple[str, ...] = SYSTEM_PREFIXES):
         self._keep_path = keep_path
-        self._untracked = tuple(untracked_prefixes)
+        for prefix in untracked_prefixes:
+            for needed in (MARK_DIR + "/0/0", "/proc/1/cmdline"):
+                if needed.startswith(prefix):
+                    raise ValueError(f"untracked_prefixes: {prefix!r} would hide {needed!r}; use narrower prefixes")
+        self._skippable = _skippable_lines(untracked_prefixes)
         self._kept: dict[str, bool] = {}
         self._shell_pid = shell_pid
         self._tail = ""  # an incomplete last line, completed by the next feed()
@@ -114,9 +129,10 @@ class TraceParser:
     def feed(self, text: str) -> None:
         lines = (self._tail + text).split("\n")
         self._tail = lines.pop()
+        skippable = self._skippable.match
         for line in lines:
             self._line_no += 1
-            if line:
+            if line and not skippable(line):
                 self._feed_line(line)
 
     def begin_verifier(self) -> None:
@@ -196,10 +212,6 @@ class TraceParser:
                 self._mark(proc, rest)
                 return
             shape, effect = _FILE_CALLS[name]
-            if effect == _STAT or effect == _OPEN:  # pure lookups: skip system paths and fstat cheaply
-                quote = rest.find('"', paren)
-                if rest.startswith(self._untracked, quote + 1) or (effect == _STAT and rest.startswith('"", ', quote)):
-                    return
             self._file_call(proc, seg, rest, paren + 1, shape, effect)
         elif name in _PROCESS_CALLS:
             _PROCESS_CALLS[name](self, proc, seg, rest, paren + 1)
@@ -328,7 +340,7 @@ class TraceParser:
                 return
             path = _resolve(proc.cwd, _unescape(match[1]))
             args_end = match.end()
-        if path is None:
+        if not path or path[0] != "/":  # unresolvable, or an fd that is no file (`1<pipe:[1234]>`)
             return
         result_at = rest.rfind(") = ")
         result = rest[result_at + 4:] if result_at > 0 else "?"
@@ -384,7 +396,7 @@ class TraceParser:
 
     def _open(self, proc: _Process, seg: Segment, path: str, flags: str, result: str) -> None:
         returned = _FD_RESULT.match(result)
-        if returned is not None:
+        if returned is not None and returned[1].startswith("/"):  # the opened file, symlinks resolved
             path = _decoration(returned[1])
         if "O_TMPFILE" in flags or not self._keep(path):  # an O_TMPFILE file has no name until linkat
             return
@@ -582,6 +594,16 @@ def _descends_from(proc: _Process, ancestor: _Process) -> bool:
             return True
         proc = proc.parent
     return False
+
+
+def _skippable_lines(untracked_prefixes: tuple[str, ...]) -> re.Pattern:
+    """Lines that cannot matter, recognised before any other work: lookups and opens of an untracked path, and
+    fstat (a stat of an open fd with an empty path; the open was recorded). Skipping the first half of an
+    `<unfinished ...>` call is safe: its `resumed` half then has no start and is dropped too."""
+    lookups = "|".join(name for name, (_, effect) in _FILE_CALLS.items() if effect == _STAT)
+    opens = "|".join(name for name, (_, effect) in _FILE_CALLS.items() if effect == _OPEN)
+    prefixes = "|".join(re.escape(prefix) for prefix in untracked_prefixes) or "(?!)"
+    return re.compile(rf'\d+ +[\d.]+ (?:(?:{lookups})\([^"]*"(?:", |{prefixes})|(?:{opens})\([^"]*"(?:{prefixes}))')
 
 
 def _split_result(rest: str) -> tuple[str, str]:

@@ -13,8 +13,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from depgpo.tasks import TaskFormatError
     from depgpo.tasks.check import check_task_set, format_reports
 
-    reports = check_task_set(args.path)
+    try:
+        reports = check_task_set(args.path)
+    except TaskFormatError as e:
+        print(f"error: {e}")
+        return 2
     print(format_reports(reports))
     return 0 if all(r.ok for r in reports) else 1

@@ -1,0 +1,33 @@
+# DepGPO reproduction DAG: tasks -> SFT data -> SFT -> four-attempt filtering -> RL (methods, beta sweep,
+# ablations) -> evaluation (three rounds) -> tables and figures. Every rule calls `depgpo`; no logic lives here.
+#
+#   snakemake                          the tiny DAG on this machine (scale=tiny; workflow/profiles/default)
+#   snakemake --config scale=ci        the CI smoke variant
+#   snakemake rl_depgpo_beta0.25       one RL run (and what it needs); likewise sft, filter, eval_grpo, report
+#   snakemake report -f                regenerate tables and figures from results/ only
+#   snakemake --profile slurm          the paper's grid as Slurm GPU jobs (config/scale/paper.yaml)
+from depgpo.config import compose
+
+SCALE = config.get("scale", "tiny")
+CFG = compose([f"scale={SCALE}"])
+R = f"results/{SCALE}"
+DEPGPO = "depgpo"
+SETTINGS = [f"{s['model']}/{s['data']}" for s in CFG.settings]
+RUNS = list(CFG.methods) + [f"depgpo_beta{b}" for b in CFG.betas if float(b) != 0.5] \
+    + [f"depgpo_{v}" for v in CFG.ablations]
+SEEDS = list(CFG.seeds)
+TEST_SETS = ["test_tb20", "test_tb21"]
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/sft.smk"
+include: "workflow/rules/rl.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        f"{R}/report/index.md",

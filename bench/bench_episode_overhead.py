@@ -1,0 +1,84 @@
+"""Traced vs untraced wall time of the same 10-command episode, and trace parsing time per trajectory.
+
+    .venv/bin/python bench/bench_episode_overhead.py [--runs 7]
+
+Both modes run the identical sandbox (idmapped overlays, bwrap, PTY shell, markers); the traced one adds strace as
+pid 1. Modes are interleaved run by run so that machine noise hits both alike; we report medians and their ratio,
+pinned to one CPU (what the episode runner recommends) and unpinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from depgpo.env.episode import PARSER_SKIPPED_PREFIXES, keep_path
+from depgpo.env.sandbox import SandboxLayout, SandboxLimits, UidLease, launcher_argv, remove_layout
+from depgpo.env.shell import ShellSession
+from depgpo.env.trace_parser import TraceParser
+
+COMMANDS = [
+    "ls -la",
+    "cat > solve.py <<'EOF'\nimport csv\nrows = list(csv.reader(open('data.csv')))\nprint(sum(int(r[1]) for r in rows))\nEOF",
+    "python3 -c \"import random; random.seed(0); open('data.csv','w').write(''.join(f'r{i},{random.randint(0,9)}\\n' for i in range(5000)))\"",
+    "python3 solve.py > answer.txt; cat answer.txt",
+    "wc -l data.csv; head -3 data.csv",
+    "sed -i 's/r1,/row1,/' data.csv && grep -c row data.csv",
+    "mkdir -p out && cp answer.txt out/ && mv out/answer.txt out/final.txt",
+    "find . -name '*.txt' | xargs wc -c",
+    "tar czf /tmp/backup.tgz data.csv solve.py && ls -la /tmp/backup.tgz",
+    "python3 -c \"import json, collections, re; print(json.dumps({'ok': True}))\"",
+]
+
+
+def run_once(traced: bool, cpu: int | None) -> tuple[float, str]:
+    """Wall time of sandbox start + the commands, and the trace log ("" untraced)."""
+    lease = UidLease()
+    layout = SandboxLayout(root=Path(tempfile.mkdtemp(prefix="bench-")), uid=lease.uid)
+    layout.prepare()
+    preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    start = time.perf_counter()
+    shell = ShellSession(launcher_argv(layout, SandboxLimits(), traced=traced), preexec=preexec)
+    for command in COMMANDS:
+        out = shell.run_marked(command, timeout_s=60)
+        assert out.exit_code == 0, (command, out.output)
+    elapsed = time.perf_counter() - start
+    shell.close()
+    trace = layout.trace_log.read_text() if traced else ""
+    remove_layout(layout)
+    lease.release()
+    return elapsed, trace
+
+
+def parse_time_ms(trace: str) -> float:
+    start = time.perf_counter()
+    parser = TraceParser(keep_path=keep_path, untracked_prefixes=PARSER_SKIPPED_PREFIXES)
+    parser.feed(trace)
+    for k in range(len(COMMANDS)):
+        parser.summary(k)
+    return (time.perf_counter() - start) * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=7)
+    args = ap.parse_args()
+    print(f"{len(COMMANDS)}-command episode, {args.runs} interleaved runs per mode, medians")
+    for label, cpu in (("pinned to CPU 0", 0), ("unpinned", None)):
+        times = {True: [], False: []}
+        for _ in range(args.runs):
+            for traced in (False, True):
+                elapsed, trace = run_once(traced, cpu)
+                times[traced].append(elapsed)
+        base_s, traced_s = statistics.median(times[False]), statistics.median(times[True])
+        print(f"  {label:16s} untraced {base_s:6.3f} s   traced {traced_s:6.3f} s   ratio {traced_s / base_s:5.2f}x")
+    parse = [parse_time_ms(trace) for _ in range(args.runs)]
+    print(f"  trace parsing: {statistics.median(parse):.1f} ms per trajectory ({trace.count(chr(10))} lines)")
+
+
+if __name__ == "__main__":
+    main()

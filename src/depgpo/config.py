@@ -1,0 +1,58 @@
+"""Hydra config composition for every pipeline stage: `config/config.yaml` + groups + `key=value` overrides.
+
+We use Hydra's compose API rather than `@hydra.main`, so that stages keep their own command line (input and output
+paths) and write only where Snakemake tells them to.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+REPO_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+
+
+def config_dir() -> Path:
+    """`config/` of the repository (override with DEPGPO_CONFIG_DIR for an installed copy)."""
+    path = Path(os.environ.get("DEPGPO_CONFIG_DIR", REPO_CONFIG_DIR))
+    if not (path / "config.yaml").is_file():
+        raise FileNotFoundError(f"{path}/config.yaml not found: run from a checkout of the repository or set "
+                                "DEPGPO_CONFIG_DIR to its config/ directory")
+    return path
+
+
+def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """The composed, resolved and validated config. Unknown groups or options raise Hydra's own clear errors
+    (e.g. `method=dpgpo` -> "Could not find 'method/dpgpo'", with the available options listed)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from depgpo.algos.method_config import validate_method_config
+
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides))
+    OmegaConf.resolve(cfg)
+    validate_method_config(cfg)
+    return cfg
+
+
+def run_name(cfg: DictConfig) -> str:
+    """results/ run directory name: the method, then the β of a sweep point or the ablation variant."""
+    if cfg.method.name != "depgpo":
+        return cfg.method.name
+    if cfg.credit.variant != "full":
+        return f"depgpo_{cfg.credit.variant}"
+    if float(cfg.credit.beta) != 0.5:
+        return f"depgpo_beta{cfg.credit.beta}"
+    return "depgpo"
+
+
+def run_overrides(run: str) -> list[str]:
+    """The config overrides that reproduce a run name (inverse of `run_name`)."""
+    if run.startswith("depgpo_beta"):
+        return ["method=depgpo", f"credit.beta={run.removeprefix('depgpo_beta')}"]
+    if run.startswith("depgpo_"):
+        return ["method=depgpo", f"ablation={run.removeprefix('depgpo_')}"]
+    return [f"method={run}"]

@@ -1,0 +1,106 @@
+"""Settings of the credit module (spec `shared/spec/depgpo-credit.md`).
+
+Every point the spec marks "decided here", and every further reading this implementation had to choose, is a
+field with the spec's default, so a run can try the other reading from its Hydra config (`credit.*`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+# The full method and the Table 2 ablations (spec §6).
+VARIANTS = ("full", "binary_write", "no_verifier_filter", "no_read_credit", "direct_only")
+
+# Spec §2: system and package locations whose files are not records, unless a verifier record lies below them.
+UNTRACKED_PREFIXES = (
+    "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/proc", "/sys", "/dev", "/run",
+    "/var/cache", "/var/lib/apt", "/var/lib/dpkg", "/var/log",
+)
+# Interpreter and package caches, wherever they lie (a venv under /app included).
+UNTRACKED_DIR_NAMES = (
+    "__pycache__", ".cache", "site-packages", "dist-packages", "node_modules", ".npm", ".pytest_cache",
+)
+
+# Spec §5 salient tokens. A text is cut into words by TOKEN_PATTERN (no capturing groups); a word is salient when
+# one of SALIENT_PATTERNS matches it whole.
+TOKEN_PATTERN = r"[\w.~+/-]*\w"
+SALIENT_PATTERNS = (
+    r"[-+]?(?:\d{2,}|\d*\.\d+)(?:\.\d+)*",                    # number: at least 2 digits, or a decimal point
+    r"(?:~|\.{1,2})?/.+|[\w.~+-]+/.+",                        # path-like: holds a slash
+    r"(?=.{4})(?=.*(?:[\d_.-]|[a-z][A-Z]))[\w.~+-]+",          # identifier: >= 4 chars with a digit, _ - . or
+)                                                            # an inner capital (camelCase, not ALLCAPS)
+
+
+@dataclass(frozen=True)
+class CreditConfig:
+    beta: float = 0.5  # dependency-decay coefficient β of read credit (spec §5, Table 9)
+    indirect_decay: float = 1.0  # γ: indirect(c) = γ · max Contrib(w) over G_E edges c -> w (spec §4)
+    factor_floor: float = 0.0  # α in f_t = (α + q̃_t) / mean(α + q̃) (spec §7)
+    variant: str = "full"  # one of VARIANTS (spec §6)
+    enabled: bool = True  # False: the credit module is off, every trajectory gets unit factors
+
+    # Tracked scope (spec §2). None: the trajectory's own `tracked_roots` (else its `workdir`). Directories that hold
+    # a verifier record are always added; an exclusion applies only beneath the deepest of these holding a path.
+    tracked_roots: tuple[str, ...] | None = None
+    untracked_prefixes: tuple[str, ...] = UNTRACKED_PREFIXES
+    untracked_dir_names: tuple[str, ...] = UNTRACKED_DIR_NAMES
+
+    # Line-level tracking limits (spec §2); a larger write is scored at record level even if the trace has lines.
+    text_max_bytes: int = 1 << 20
+    text_max_lines: int = 20_000
+
+    token_pattern: str = TOKEN_PATTERN
+    salient_token_patterns: tuple[str, ...] = SALIENT_PATTERNS
+
+    # Readings the spec leaves open (see the module docstrings of write_credit and read_credit):
+    # binary_write: D_c holds only the E records whose content of c survived (False: every record of W(c) ∩ E).
+    binary_requires_survival: bool = True
+    # A token shown by an earlier observation is no longer "first revealed" (False: every observation that shows a
+    # token absent from the instruction and from earlier command text is a source of information edges).
+    reveal_once: bool = True
+    # q̃_t = (q_t - min q) / Δ ("range", spec §7) or q_t / max q ("max", the minimum turn keeps some weight).
+    factor_scale: str = "range"
+    # Δ = max q - min q at or below this gives unit factors (spec §7, Table 4).
+    min_credit_range: float = 1e-9
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown credit variant {self.variant!r}; valid: {', '.join(VARIANTS)}")
+        if self.factor_scale not in ("range", "max"):
+            raise ValueError(f"unknown factor_scale {self.factor_scale!r}; valid: range, max")
+        for name in ("beta", "indirect_decay"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.factor_floor < 0:
+            raise ValueError(f"factor_floor must be >= 0, got {self.factor_floor}")
+        if self.text_max_bytes <= 0 or self.text_max_lines <= 0:
+            raise ValueError("text_max_bytes and text_max_lines must be positive")
+        if self.token_regex.groups:  # findall would return the groups instead of the words
+            raise ValueError(f"token_pattern must have no capturing groups: {self.token_pattern!r}")
+        self.salient_regex  # compile now, so a bad pattern fails at construction
+
+    @cached_property
+    def token_regex(self) -> re.Pattern:
+        return re.compile(self.token_pattern)
+
+    @cached_property
+    def salient_regex(self) -> re.Pattern:
+        return re.compile("|".join(f"(?:{pattern})" for pattern in self.salient_token_patterns))
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping) -> CreditConfig:
+        """Build from a plain or OmegaConf mapping (`credit:` group); lists become tuples, unknown keys fail."""
+        fields = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(mapping) - fields)
+        if unknown:
+            raise ValueError(f"unknown credit config keys {unknown}; valid: {', '.join(sorted(fields))}")
+        values = {}
+        for key, value in mapping.items():
+            if not isinstance(value, str | bytes) and hasattr(value, "__iter__") and not isinstance(value, Mapping):
+                value = tuple(value)
+            values[key] = value
+        return cls(**values)

@@ -1,0 +1,223 @@
+"""What a credit result means: each command's role (the wording of the paper's Tables 12-14), the diagnostics of
+spec §8 (Table 11), and renderings for people: a table, a JSON object, a dependency-graph figure (Figures 2-4).
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from depgpo.credit.factors import fallback_category
+
+if TYPE_CHECKING:
+    from depgpo.credit import CommandCredit, CreditResult
+    from depgpo.credit.records import Command
+
+ROLES = (
+    "direct write",  # its own surviving output reaches E
+    "indirect write",  # a later credited write used its output (Table 13 t3)
+    "supporting read",  # showed the agent what a credited command used (Table 12 t17)
+    "deleted before contribution",  # a later command deleted what it wrote (Table 14 t4)
+    "no credited output",  # wrote, but nothing of it reaches E (Table 14 t6)
+    "read with no downstream use",  # read what an earlier command wrote, nothing credited used it (Table 12 t19)
+    "no recorded dependency",  # no edge in the dependency graph at all (Table 13 t2)
+)
+
+
+def command_role(command: Command, direct: float, indirect: float, info: float, q: float,
+                 deleted_later: bool, read_agent_output: bool) -> str:
+    """The role named by whichever of direct, indirect and info gives q(c) (a tie goes to the write)."""
+    if q > 0:
+        if max(direct, indirect) >= info:
+            return "direct write" if direct >= indirect else "indirect write"
+        return "supporting read"
+    if command.is_write:
+        return "deleted before contribution" if deleted_later else "no credited output"
+    return "read with no downstream use" if read_agent_output else "no recorded dependency"
+
+
+# ---- diagnostics (spec §8) -------------------------------------------------------------------------------------
+
+def trajectory_diagnostics(commands: Sequence[CommandCredit], num_commands: int, factors: Sequence[float],
+                           fallback: str | None, verifier_source: str | None, variant: str | None,
+                           started: float) -> dict:
+    """Per-trajectory counters; `commands` is empty when a fallback fired before any credit was computed."""
+    writes = [command for command in commands if command.is_write]
+    reads = [command for command in commands if not command.is_write]
+    positive_writes = [command for command in writes if command.q > 0]
+    return {
+        "commands": num_commands,
+        "turns": len(factors),
+        "usable": fallback is None,
+        "fallback": fallback_category(fallback),
+        "credited": bool(commands),  # the credit of every command was computed (the counts below are meaningful)
+        "write_commands": len(writes),
+        "positive_write_commands": len(positive_writes),
+        "read_commands": len(reads),
+        "positive_read_commands": sum(command.q > 0 for command in reads),
+        "positive_writes_with_indirect": sum(command.indirect > 0 for command in positive_writes),
+        "step_factor_std": _std(factors),
+        "verifier_source": verifier_source,
+        "variant": variant,
+        "processing_ms": (time.perf_counter() - started) * 1000,
+    }
+
+
+def _std(values: Sequence[float]) -> float:
+    """Population standard deviation (statistics.pstdev is exact but ~50x slower, on the trainer's path)."""
+    if not values:
+        return 0.0
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values))
+
+
+def aggregate_diagnostics(diagnostics: Sequence[dict]) -> dict:
+    """Table 11 statistics over a batch (one update, or a run). Command shares pool the commands of the
+    trajectories whose credit was computed; the step-factor std averages over all trajectories, a fallback's
+    unit factors counting as 0. A share with nothing to count is NaN."""
+    count = len(diagnostics)
+
+    def total(key: str) -> int:
+        return sum(record[key] for record in diagnostics)
+
+    usable = sum(record["usable"] for record in diagnostics)
+    return {
+        "trajectories": count,
+        "commands_per_trajectory": _ratio(total("commands"), count),
+        "usable_pct": 100 * _ratio(usable, count),
+        "fallback_pct": 100 * _ratio(count - usable, count),
+        "positive_write_commands_pct": 100 * _ratio(total("positive_write_commands"), total("write_commands")),
+        "positive_read_commands_pct": 100 * _ratio(total("positive_read_commands"), total("read_commands")),
+        "positive_writes_with_indirect_pct": 100 * _ratio(total("positive_writes_with_indirect"),
+                                                          total("positive_write_commands")),
+        "mean_step_factor_std": _ratio(sum(record["step_factor_std"] for record in diagnostics), count),
+        "mean_processing_ms": _ratio(sum(record["processing_ms"] for record in diagnostics), count),
+        "fallbacks": dict(Counter(record["fallback"] for record in diagnostics if record["fallback"])),
+    }
+
+
+def _ratio(part: float, whole: float) -> float:
+    return part / whole if whole else math.nan
+
+
+# ---- table and JSON ---------------------------------------------------------------------------------------------
+
+def short_command(text: str, width: int = 48) -> str:
+    """The first line of a command, whitespace collapsed, with … where something was cut."""
+    lines = text.strip().splitlines() or [""]
+    head = " ".join(lines[0].split())
+    if len(head) > width or len(lines) > 1:
+        head = head[: width - 2].rstrip() + " …"
+    return head
+
+
+def format_table(result: CreditResult, title: str) -> str:
+    rows = [title, f"{'turn':>5}  {'#':>4}  {'command':<48}  {'role':<28}  {'q(c)':>5}"]
+    rows += [f"{command.turn:>5}  {command.index:>4}  {short_command(command.text):<48}  {command.role:<28}  "
+             f"{command.q:>5.2f}" for command in result.commands]
+    factors = " ".join(f"t{turn}={factor:.2f}" for turn, factor in enumerate(result.step_factors))
+    rows += textwrap.wrap(f"step factors: {factors or '(no turns)'}", 110, subsequent_indent="  ")
+    rows.append(f"fallback: {result.fallback or 'none (dependency credit used)'}")
+    shown = {key: value for key, value in result.diagnostics.items() if key not in ("usable", "fallback")}
+    rows += textwrap.wrap("diagnostics: " + ", ".join(f"{key}={_number(value)}" for key, value in shown.items()),
+                          110, subsequent_indent="  ")
+    return "\n".join(rows)
+
+
+def _number(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def to_json(result: CreditResult, source: str) -> dict:
+    return {
+        "source": source,
+        "commands": [
+            {"index": command.index, "turn": command.turn, "text": command.text, "role": command.role,
+             "credit": command.q, "direct": command.direct, "indirect": command.indirect, "info": command.info,
+             "is_write": command.is_write}
+            for command in result.commands
+        ],
+        "turn_credit": result.turn_credit,
+        "step_factors": result.step_factors,
+        "fallback": result.fallback,
+        "diagnostics": result.diagnostics,
+        "graph": {
+            "verifier_records": result.verifier_records,
+            "verifier_edges": [list(edge) for edge in result.verifier_edges],
+            "dependency_edges": [list(edge) for edge in result.dependency_edges],
+            "information_edges": [list(edge) for edge in result.information_edges],
+        },
+    }
+
+
+# ---- dependency-graph figure -------------------------------------------------------------------------------------
+
+GRAPH_FORMATS = (".png", ".svg")
+
+
+def draw_graph(result: CreditResult, path: Path, title: str = "") -> None:
+    """Commands left to right in time (write commands on the upper lane, reads below), the records of E in a
+    column on the right; write -> E edges solid green (grey dotted when nothing survived), G_E edges solid blue
+    (other edges of G light grey), information edges dashed orange; each command coloured by q(c). PNG or SVG
+    by the file's extension."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    if path.suffix.lower() not in GRAPH_FORMATS:
+        raise ValueError(f"{path}: the graph is written as {' or '.join(GRAPH_FORMATS)}, by extension")
+    count = len(result.commands)
+    records = sorted(set(result.verifier_records) | {record for _, record, _ in result.verifier_edges})
+    node = {command.index: (command.index, 1.0 if command.is_write else 0.0) for command in result.commands}
+    spread = max(1.6, 0.45 * (len(records) - 1))
+    step = spread / (len(records) - 1) if len(records) > 1 else 0.0
+    record_at = {record: (count + 0.8, 0.5 + step * ((len(records) - 1) / 2 - k)) for k, record in enumerate(records)}
+
+    figure = Figure(figsize=(min(max(7.0, 1.3 * count + 4), 60.0), max(4.0, spread + 2.5)))
+    axes = figure.add_subplot()
+    axes.set_axis_off()
+    if title:
+        axes.set_title(title, fontsize=9)
+
+    def arrow(start, end, colour, style, bend):
+        axes.annotate("", xy=end, xytext=start, zorder=1, arrowprops=dict(
+            arrowstyle="-|>", color=colour, linestyle=style, lw=1.2, shrinkA=12, shrinkB=12,
+            connectionstyle=f"arc3,rad={bend}"))
+
+    for c, record, survival in result.verifier_edges:
+        arrow(node[c], record_at[record], "tab:green" if survival > 0 else "0.6", "-" if survival > 0 else ":", 0.0)
+    is_write = {command.index: command.is_write for command in result.commands}
+    for c, r in result.dependency_edges:  # G_E edges (into a write) stand out; a read of c's output is faint
+        arrow(node[c], node[r], "tab:blue" if is_write[r] else "0.75", "-", 0.35)
+    for r, c in result.information_edges:
+        arrow(node[r], node[c], "tab:orange", "--", -0.35)
+
+    norm, cmap = Normalize(0.0, 1.0), colormaps["YlOrRd"]
+    axes.scatter([node[c.index][0] for c in result.commands], [node[c.index][1] for c in result.commands],
+                 c=[c.q for c in result.commands], cmap=cmap, norm=norm, s=520, edgecolors="black", zorder=2)
+    for command in result.commands:
+        x, y = node[command.index]
+        axes.text(x, y, f"t{command.turn}", ha="center", va="center", fontsize=7, zorder=3,
+                  color="white" if command.q > 0.6 else "black")
+        axes.text(x, y + 0.2, f"{command.q:.2f}", ha="center", fontsize=7)
+        axes.text(x, y - 0.2, short_command(command.text, 22), ha="center", va="top", fontsize=6, rotation=12)
+    for record, (x, y) in record_at.items():
+        axes.scatter([x], [y], marker="s", s=200, color="0.85", edgecolors="black", zorder=2)
+        axes.text(x + 0.2, y, record, va="center", fontsize=7)
+    axes.set_xlim(-0.8, count + 3.5)
+    axes.set_ylim(min(-0.8, 0.5 - spread / 2 - 0.4), max(1.8, 0.5 + spread / 2 + 0.4))
+    axes.legend(handles=[
+        Line2D([], [], color="tab:green", label="write → E (survives)"),
+        Line2D([], [], color="tab:blue", label="G_E: later write used it"),
+        Line2D([], [], color="0.75", label="G: later read of its output"),
+        Line2D([], [], color="tab:orange", linestyle="--", label="information: later command used a token"),
+    ], loc="upper left", fontsize=7, frameon=False)
+    figure.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, label="q(c)", fraction=0.03)
+    figure.savefig(path, bbox_inches="tight")

@@ -1,0 +1,25 @@
+"""pass@1 on a test set: one attempt per task per round, several rounds, mean ± SD over rounds (paper Table 1)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from depgpo.agent.loop import AgentConfig, attempt_tasks
+from depgpo.tasks import Task
+
+
+def evaluate(policy, tasks: list[Task], agent: AgentConfig, rounds: int, seed: int, run: str, test_set: str) -> dict:
+    per_round = []
+    for r in range(rounds):
+        rewards = attempt_tasks(policy, tasks, 1, agent, seed=seed * 7919 + r, progress=f"eval {run} {test_set} r{r}")
+        per_round.append({"round": r, "tasks": {t: int(rs[0] >= 1.0) for t, rs in rewards.items()}})
+    pass_at_1 = [100.0 * sum(r["tasks"].values()) / max(1, len(r["tasks"])) for r in per_round]
+    return {"run": run, "test_set": test_set, "rounds": per_round, "pass_at_1": pass_at_1,
+            "mean": statistics.fmean(pass_at_1), "sd": statistics.stdev(pass_at_1) if len(pass_at_1) > 1 else 0.0}
+
+
+def write_evaluation(result: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))

@@ -1,0 +1,7 @@
+"""The policy: its conversation format, its model and tokenizer, and turn-by-turn generation.
+
+Modules: `chat` (ChatML rendering and parsing of bash turns; text only, no torch), `model` (tiny Qwen3 + trained
+tokenizer, SmolLM2 from its GGUF, save/load) and `generate` (`Policy`, the per-turn sampler with verl's token
+layout, and `sequence_logprobs` for the loss). Import the submodule you need; only `model` and `generate` load
+torch and transformers.
+"""

@@ -1,0 +1,150 @@
+"""Command-line entry points of the pipeline stages that need the composed Hydra config (docs/pipeline.md).
+
+Each stage: `depgpo STAGE --in… --out… [key=value …]`. The overrides select the Hydra groups (scale=, method=,
+ablation=, model=, data=) and any single key (credit.beta=0.25, seed=1). Heavy imports happen inside `run_*`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _overrides(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="Hydra overrides, e.g. scale=tiny method=depgpo credit.beta=0.25 seed=1")
+
+
+def _compose(args: argparse.Namespace):
+    from depgpo.config import compose
+
+    try:
+        return compose(args.overrides)
+    except Exception as e:  # Hydra's own messages name the group/key and list the valid options
+        raise SystemExit(f"error: config: {e}")
+
+
+def _policy(checkpoint: Path, cfg, temperature: float | None = None):
+    from depgpo.policy.model import load_policy
+    from depgpo.train.rl import make_policy
+
+    if not (checkpoint / "config.json").is_file():
+        raise SystemExit(f"error: {checkpoint}: not a policy checkpoint (no config.json); run the sft stage first")
+    model, tokenizer = load_policy(checkpoint)
+    model.eval()
+    return make_policy(model, tokenizer, cfg, temperature)
+
+
+def _task_dirs(path: Path) -> list[Path]:
+    from depgpo.tasks import task_dirs
+
+    if path.is_file():  # a list of task directories, one per line
+        return [Path(line.strip()) for line in path.read_text().splitlines() if line.strip()]
+    return task_dirs(path)
+
+
+# --------------------------------------------------------------------------- sft-data
+def add_sft_data(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tasks", type=Path, required=True, help="task set directory (oracle solutions inside)")
+    parser.add_argument("--out", type=Path, required=True, help="conversations JSONL to write")
+    parser.add_argument("--reference", type=Path, required=True, help="reference_credit.json to write (Fig. 1d)")
+    parser.add_argument("--variants", type=int, default=3, help="conversations per task (distractor placements)")
+    parser.add_argument("--max-distractors", type=int, default=2)
+    _overrides(parser)
+
+
+def run_sft_data(args: argparse.Namespace) -> int:
+    from depgpo.train.rl import agent_config
+    from depgpo.train.sft_data import build_sft_data
+
+    cfg = _compose(args)
+    counts = build_sft_data(_task_dirs(args.tasks), args.out, args.reference, agent_config(cfg), args.variants,
+                            args.max_distractors, cfg.seed)
+    print(json.dumps(counts))
+    return 0 if counts["conversations"] else 1
+
+
+# --------------------------------------------------------------------------- sft
+def add_sft(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, required=True, help="conversations JSONL (OpenAI chat messages)")
+    parser.add_argument("--out", type=Path, required=True, help="directory for checkpoint/ and metrics.jsonl")
+    _overrides(parser)
+
+
+def run_sft(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
+    from depgpo.train.sft import run_sft as train
+
+    cfg = _compose(args)
+    sft_cfg = OmegaConf.to_container(cfg.sft, resolve=True)
+    sft_cfg.setdefault("seed", cfg.seed)
+    train(args.data, args.out, {"model": OmegaConf.to_container(cfg.model, resolve=True),
+                                "chat": {"observation_chars": cfg.agent.observation_chars}, "sft": sft_cfg})
+    return 0
+
+
+# --------------------------------------------------------------------------- filter
+def add_filter(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", type=Path, required=True, help="SFT checkpoint directory")
+    parser.add_argument("--tasks", type=Path, required=True, help="candidate task set")
+    parser.add_argument("--out", type=Path, required=True)
+    _overrides(parser)
+
+
+def run_filter(args: argparse.Namespace) -> int:
+    from depgpo.tasks import load_task
+    from depgpo.train.filtering import run_filter as select
+    from depgpo.train.rl import agent_config
+
+    cfg = _compose(args)
+    tasks = [load_task(d) for d in _task_dirs(args.tasks)]
+    summary = select(_policy(args.policy, cfg), tasks, agent_config(cfg), cfg.filter.attempts,
+                     cfg.filter.val_fraction, cfg.seed, args.out)
+    print(json.dumps({k: v for k, v in summary.items() if k != "success_counts"}))
+    if summary["rl_train"] == 0:
+        print("error: no task was solved in some but not all attempts: nothing to train on. Train the SFT "
+              "policy longer, or use more candidate tasks.", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------- rl
+def add_rl(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", type=Path, required=True, help="starting checkpoint (the SFT policy)")
+    parser.add_argument("--train", type=Path, required=True, help="rl_train.txt: task directories, one per line")
+    parser.add_argument("--out", type=Path, required=True, help="run directory (resumes from its checkpoint/)")
+    _overrides(parser)
+
+
+def run_rl(args: argparse.Namespace) -> int:
+    from depgpo.train.rl import RLTrainer, read_task_list
+
+    cfg = _compose(args)
+    RLTrainer(cfg, args.policy, read_task_list(args.train), args.out).run()
+    return 0
+
+
+# --------------------------------------------------------------------------- evaluate
+def add_evaluate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", type=Path, required=True, help="checkpoint to evaluate")
+    parser.add_argument("--tasks", type=Path, required=True, help="test task set")
+    parser.add_argument("--run", required=True, help="run name recorded in the result (sft, grpo, depgpo, ...)")
+    parser.add_argument("--out", type=Path, required=True, help="result JSON")
+    _overrides(parser)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from depgpo.evaluate import evaluate, write_evaluation
+    from depgpo.tasks import load_task
+    from depgpo.train.rl import agent_config
+
+    cfg = _compose(args)
+    tasks = [load_task(d) for d in _task_dirs(args.tasks)]
+    result = evaluate(_policy(args.policy, cfg, cfg.eval.temperature), tasks, agent_config(cfg), cfg.eval.rounds,
+                      cfg.seed, args.run, args.tasks.name)
+    write_evaluation(result, args.out)
+    print(f"{args.run} on {args.tasks.name}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")
+    return 0

@@ -1,0 +1,436 @@
+"""A seeded generator of tiny terminal tasks in Harbor format, one family per dependency kind DepGPO credits.
+
+Every task is a Harbor directory (instruction.md, task.toml, environment/, tests/, solution/solve.sh) plus
+`solution/oracle.json` (the oracle as a list of turns, one shell command each) and `solution/distractors.json`
+(harmless commands that SFT data generation may interleave with the oracle's turns).
+
+    family              what the oracle does                               the record the verifier inspects
+    supporting_read     cat a file, echo the value it shows to answer.txt  /app/answer.txt (value read, not given)
+    script_then_run     write a script with a heredoc, then run it         the file the script writes (indirect)
+    config_edit         sed -i one line of a config file                   the config file, line by line
+    delete_recreate     rm a stale file, then write it again               the recreated file
+    server_port         write a page, serve it: python3 -m http.server     tcp:PORT (and the page)
+    required_deletion   rm a file that must be gone                        the deleted path (absent)
+
+Splits: `pool` (candidates for filtering and training; both wordings), `test_tb20` (the first wording) and
+`test_tb21` (test_tb20's task ids and families with other parameters and the second wording, as TB2.1 revises
+TB2.0).
+Answer values and ports come from ranges that differ per split, so no test answer occurs in the pool.
+The same seed writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from depgpo.tasks.task import TaskFormatError
+
+
+@dataclass(frozen=True)
+class SplitParams:
+    values: range               # answer numbers; disjoint between splits
+    ports: range                # server ports; disjoint between splits, within 18500-18999
+    wordings: tuple[int, ...]   # which of a family's two instruction wordings the split uses
+
+
+SPLITS = {
+    "pool": SplitParams(values=range(1000, 6000), ports=range(18500, 18800), wordings=(0, 1)),
+    "test_tb20": SplitParams(values=range(6000, 8000), ports=range(18800, 18900), wordings=(0,)),
+    "test_tb21": SplitParams(values=range(8000, 10000), ports=range(18900, 19000), wordings=(1,)),
+}
+
+# Vocabulary. No family uses an UNRELATED_FILES name, so the distractors never touch a file the task is about.
+WORDS = ("amber", "birch", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper", "kelp", "lotus",
+         "maple", "nectar", "onyx", "pine", "quartz", "raven", "sage", "tundra", "umber", "violet", "willow", "zephyr")
+DATA_FILES = ("data.txt", "ledger.txt", "stats.txt", "reading.txt", "inventory.txt", "metrics.txt")
+VALUE_KEYS = ("count", "total", "limit", "offset", "budget", "quota", "score", "weight")
+SCRIPT_NAMES = ("make_report.sh", "build.sh", "generate.sh", "produce.sh", "run_job.sh")
+OUTPUT_FILES = ("report.txt", "result.txt", "output.txt", "summary.txt", "digest.txt", "status.txt")
+LINE_LABELS = ("total", "build", "version", "batch", "run", "checksum")
+CONFIG_FILES = ("server.conf", "app.ini", "service.cfg", "worker.conf", "daemon.conf")
+CONFIG_KEYS = ("port", "workers", "timeout", "retries", "max_clients", "cache_size")
+PAGES = ("status.txt", "health.txt", "version.txt", "ping.txt", "motd.txt")
+JUNK_SUFFIXES = (".tmp", ".lock", ".bak", ".old")
+KEEP_FILES = ("keep.txt", "main.txt", "config.txt", "index.txt")
+UNRELATED_FILES = ("README.txt", "notes.md", "todo.txt", "CHANGELOG.md")
+
+# Harbor's standard test.sh without its downloads: pytest from the sandbox, reward.txt 1 if all tests pass.
+TEST_SH = textwrap.dedent("""\
+    #!/bin/bash
+    # Offline variant of Harbor's standard test.sh: pytest from the sandbox, reward.txt 1 if all tests pass.
+    mkdir -p /logs/verifier
+    cd /app
+    PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rA /tests/test_outputs.py
+    if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+    """)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    family: str
+    instruction: str
+    files: dict[str, str]       # path under /app -> content, copied in by the Dockerfile
+    test_py: str                # tests/test_outputs.py
+    oracle: list[str]           # one shell command per turn
+    wrong: list[str]            # a plausible mistake; tests show that the verifier rejects it
+    record: str                 # the record this family is about: the verifier must inspect it
+    distractors: tuple[str, ...] = ()
+
+
+class Draw:
+    """The random choices of one task; numbers and ports come from its split's ranges."""
+
+    def __init__(self, rng: random.Random, split: SplitParams):
+        self.rng, self.split = rng, split
+
+    def value(self) -> int:
+        return self.rng.choice(self.split.values)
+
+    def values(self, k: int) -> list[int]:
+        return self.rng.sample(self.split.values, k)
+
+    def port(self) -> int:
+        return self.rng.choice(self.split.ports)
+
+    def small_number(self) -> int:
+        """A number below every split's value range: stale or old content, never an answer."""
+        return self.rng.randrange(10, 1000)
+
+    def pick(self, options: tuple[str, ...]) -> str:
+        return self.rng.choice(options)
+
+    def sample(self, options: tuple[str, ...], k: int) -> list[str]:
+        return self.rng.sample(options, k)
+
+    def wording(self, templates: tuple[str, str]) -> str:
+        return templates[self.rng.choice(self.split.wordings)]
+
+
+# --- families --------------------------------------------------------------------------------------------------
+# Each returns the family's part of a task; `build_task` adds the unrelated file and the distractors.
+# Every value that reaches a command is a plain token (letters, digits, - _ = .), so no quoting is needed.
+
+
+def supporting_read(draw: Draw) -> TaskSpec:
+    data_file = draw.pick(DATA_FILES)
+    keys = draw.sample(VALUE_KEYS, 3)
+    values = draw.values(3)
+    target = draw.rng.randrange(3)
+    key, value = keys[target], values[target]
+    instruction = draw.wording((
+        "Read the value of {key} in /app/{file} and write it to /app/answer.txt.",
+        "/app/{file} lists several values. Save the {key} value to /app/answer.txt.",
+    )).format(key=key, file=data_file)
+    return TaskSpec(
+        family="supporting_read",
+        instruction=instruction,
+        files={data_file: "".join(f"{k}: {v}\n" for k, v in zip(keys, values))},
+        test_py=_file_content_test("/app/answer.txt", [str(value)]),
+        oracle=[f"cat /app/{data_file}", f"echo {value} > /app/answer.txt"],
+        wrong=[f"cat /app/{data_file}", f"echo {values[(target + 1) % 3]} > /app/answer.txt"],  # the next line's
+        record="/app/answer.txt",
+    )
+
+
+def script_then_run(draw: Draw) -> TaskSpec:
+    script, output = draw.pick(SCRIPT_NAMES), draw.pick(OUTPUT_FILES)
+    line = f"{draw.pick(LINE_LABELS)}={draw.value()}"
+    instruction = draw.wording((
+        "Write a shell script /app/{script} that writes the line {line} to /app/{output}, then run it with sh.",
+        "Create /app/{script}, a sh script that puts {line} into /app/{output}. Run the script.",
+    )).format(script=script, line=line, output=output)
+    write_script = f"cat > /app/{script} <<'EOF'\n#!/bin/sh\necho {line} > /app/{output}\nEOF"
+    return TaskSpec(
+        family="script_then_run",
+        instruction=instruction,
+        files={},
+        # Only the output is checked: the script earns its credit through the run that reads it (indirect write).
+        test_py=_file_content_test(f"/app/{output}", [line]),
+        oracle=[write_script, f"sh /app/{script}"],
+        wrong=[write_script],  # never runs it
+        record=f"/app/{output}",
+    )
+
+
+def config_edit(draw: Draw) -> TaskSpec:
+    config = draw.pick(CONFIG_FILES)
+    keys = draw.sample(CONFIG_KEYS, 4)
+    settings = {k: draw.small_number() for k in keys}
+    key = draw.pick(tuple(keys))
+    old, new = settings[key], draw.value()
+    before = [f"{k} = {v}" for k, v in settings.items()]
+    after = [f"{key} = {new}" if line == f"{key} = {old}" else line for line in before]
+    instruction = draw.wording((
+        "In /app/{config}, change {key} from {old} to {new}. Leave every other line as it is.",
+        "Set {key} = {new} in /app/{config} (it is {old} now). Do not touch the other lines.",
+    )).format(config=config, key=key, old=old, new=new)
+    test_py = textwrap.dedent(f"""\
+        from pathlib import Path
+
+        CONFIG = Path("/app/{config}")
+        EXPECTED = {after!r}
+
+
+        def test_setting_changed():
+            assert "{key} = {new}" in CONFIG.read_text().splitlines()
+
+
+        def test_other_lines_unchanged():
+            assert CONFIG.read_text().splitlines() == EXPECTED
+        """)
+    return TaskSpec(
+        family="config_edit",
+        instruction=instruction,
+        files={config: "".join(line + "\n" for line in before)},
+        test_py=test_py,
+        oracle=[f"sed -i 's/^{key} = {old}$/{key} = {new}/' /app/{config}"],
+        wrong=[f"echo '{key} = {new}' > /app/{config}"],  # rewrites the whole file
+        record=f"/app/{config}",
+    )
+
+
+def delete_recreate(draw: Draw) -> TaskSpec:
+    output = draw.pick(OUTPUT_FILES)
+    stale_word, word = draw.sample(WORDS, 2)
+    content = f"{word}-{draw.value()}"
+    instruction = draw.wording((
+        "/app/{output} is stale. Delete it, then write a new /app/{output} that contains only {content}.",
+        "Replace the stale /app/{output}: remove it and create it again with the single line {content}.",
+    )).format(output=output, content=content)
+    return TaskSpec(
+        family="delete_recreate",
+        instruction=instruction,
+        files={output: f"{stale_word}-{draw.small_number()}\n"},
+        test_py=_file_content_test(f"/app/{output}", [content]),
+        oracle=[f"rm /app/{output}", f"echo {content} > /app/{output}"],
+        wrong=[f"echo {content} >> /app/{output}"],  # appends to the stale content
+        record=f"/app/{output}",
+    )
+
+
+def server_port(draw: Draw) -> TaskSpec:
+    page, port = draw.pick(PAGES), draw.port()
+    token = f"{draw.pick(WORDS)}-{draw.value()}"
+    instruction = draw.wording((
+        "Write {token} to /app/site/{page}, then serve /app/site over HTTP on 127.0.0.1 port {port} in the "
+        "background.",
+        "Serve the directory /app/site on 127.0.0.1:{port} with a background HTTP server. /app/site/{page} must "
+        "contain {token}.",
+    )).format(token=token, page=page, port=port)
+    # `sleep 1`: the server binds before its command returns, so the episode's final state (taken just before the
+    # verifier runs) already shows the port listening. The verifier also retries refused connections.
+    serve = "python3 -m http.server {port} --bind 127.0.0.1 --directory {root} >/dev/null 2>&1 & sleep 1"
+    test_py = textwrap.dedent(f"""\
+        import time
+        import urllib.error
+        import urllib.request
+
+        URL = "http://127.0.0.1:{port}/{page}"
+
+
+        def get(url, wait_s=5.0):
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    return urllib.request.urlopen(url, timeout=5).read()
+                except urllib.error.HTTPError:
+                    raise  # the server answered
+                except OSError:  # nothing listens yet
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+
+
+        def test_page_is_served():
+            assert get(URL).decode().strip() == "{token}"
+        """)
+    write_page = f"echo {token} > /app/site/{page}"
+    return TaskSpec(
+        family="server_port",
+        instruction=instruction,
+        files={"site/index.html": f"<h1>{draw.pick(WORDS)}</h1>\n"},
+        test_py=test_py,
+        oracle=[write_page, serve.format(port=port, root="/app/site")],
+        wrong=[write_page, serve.format(port=port, root="/app")],  # serves the parent directory: 404
+        record=f"tcp:{port}",
+    )
+
+
+def required_deletion(draw: Draw) -> TaskSpec:
+    junk = f"{draw.pick(WORDS)}-{draw.value()}{draw.pick(JUNK_SUFFIXES)}"
+    keep = draw.pick(KEEP_FILES)
+    keep_content = f"{draw.pick(WORDS)} {draw.small_number()}\n"
+    instruction = draw.wording((
+        "Delete /app/{junk}. Keep /app/{keep} as it is.",
+        "/app/{junk} is no longer needed: remove it, but leave /app/{keep} in place.",
+    )).format(junk=junk, keep=keep)
+    test_py = textwrap.dedent(f"""\
+        from pathlib import Path
+
+
+        def test_file_is_gone():
+            assert not Path("/app/{junk}").exists()
+
+
+        def test_other_file_kept():
+            assert Path("/app/{keep}").read_text() == {keep_content!r}
+        """)
+    return TaskSpec(
+        family="required_deletion",
+        instruction=instruction,
+        files={junk: f"{draw.pick(WORDS)}\n", keep: keep_content},
+        test_py=test_py,
+        oracle=[f"rm /app/{junk}"],
+        wrong=[f"rm /app/{keep}"],  # deletes the wrong file
+        record=f"/app/{junk}",
+    )
+
+
+def _file_content_test(path: str, lines: list[str]) -> str:
+    return textwrap.dedent(f"""\
+        from pathlib import Path
+
+        TARGET = Path("{path}")
+
+
+        def test_content():
+            assert TARGET.exists(), "{path} is missing"
+            assert TARGET.read_text().splitlines() == {lines!r}
+        """)
+
+
+FAMILIES: dict[str, Callable[[Draw], TaskSpec]] = {
+    "supporting_read": supporting_read,
+    "script_then_run": script_then_run,
+    "config_edit": config_edit,
+    "delete_recreate": delete_recreate,
+    "server_port": server_port,
+    "required_deletion": required_deletion,
+}
+
+
+# --- building and writing tasks --------------------------------------------------------------------------------
+
+
+def build_task(family: str, split: str, index: int, seed: int) -> TaskSpec:
+    """Task `index` of `split` for `seed`: its own random stream, so a task does not depend on the others."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown task family {family!r}; known: {', '.join(FAMILIES)}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
+    # A string seed is hashed with SHA-512 by `random`: stable across runs and Python versions.
+    draw = Draw(random.Random(f"{seed}/{split}/{index}"), SPLITS[split])
+    spec = FAMILIES[family](draw)
+    unrelated = draw.pick(UNRELATED_FILES)
+    first, second = draw.sample(WORDS, 2)
+    return replace(
+        spec,
+        files={**spec.files, unrelated: f"Notes about {first} and {second}.\n"},
+        distractors=("ls /app", "pwd", f"cat /app/{unrelated}", f"wc -l /app/{unrelated}"),
+    )
+
+
+def write_task(spec: TaskSpec, task_dir: Path, metadata: dict[str, str | int]) -> Path:
+    """Write `spec` as a Harbor task directory; `metadata` goes into task.toml's [metadata]."""
+    (task_dir / "environment").mkdir(parents=True)
+    (task_dir / "tests").mkdir()
+    (task_dir / "solution").mkdir()
+    (task_dir / "instruction.md").write_text(spec.instruction + "\n")
+    fields = {"difficulty": "easy", "category": "generated", "family": spec.family, "dependency_record": spec.record,
+              **metadata}
+    (task_dir / "task.toml").write_text(
+        'version = "1.0"\n\n[metadata]\n' + "".join(f"{k} = {json.dumps(v)}\n" for k, v in fields.items())
+        + "\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 120.0\n\n[environment]\nallow_internet = false\n")
+    copies = []
+    for relative, content in sorted(spec.files.items()):
+        path = task_dir / "environment" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+        copies.append(f"COPY {relative} /app/{relative}\n")
+    (task_dir / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\n" + "".join(copies))
+    (task_dir / "tests" / "test.sh").write_text(TEST_SH)
+    (task_dir / "tests" / "test_outputs.py").write_text(spec.test_py)
+    (task_dir / "solution" / "solve.sh").write_text("#!/bin/bash\nset -e\ncd /app\n" + "\n".join(spec.oracle) + "\n")
+    _write_json(task_dir / "solution" / "oracle.json", spec.oracle)
+    _write_json(task_dir / "solution" / "distractors.json", list(spec.distractors))
+    for script in (task_dir / "tests" / "test.sh", task_dir / "solution" / "solve.sh"):
+        script.chmod(0o755)
+    return task_dir
+
+
+def generate_task_set(out_dir: Path, split: str, n: int, seed: int, families: list[str] | None = None) -> list[Path]:
+    """Write `n` tasks of `split` under `out_dir/split/` and its index.json; families take turns in FAMILIES order.
+
+    Task ids are `<family>-<index>`, so test_tb20 and test_tb21 of the same size share ids and families.
+    A split directory written before by this function is replaced; any other existing one is an error.
+    """
+    chosen = selected_families(families)
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
+    split_dir = Path(out_dir) / split
+    if split_dir.exists():
+        if not (split_dir / "index.json").is_file():
+            raise FileExistsError(f"{split_dir} exists and was not written by the task generator; "
+                                  f"remove it or choose another output directory")
+        shutil.rmtree(split_dir)
+    split_dir.mkdir(parents=True)
+    index, paths = [], []
+    for i in range(n):
+        family = chosen[i % len(chosen)]
+        task_id = f"{family.replace('_', '-')}-{i:03d}"
+        spec = build_task(family, split, i, seed)
+        paths.append(write_task(spec, split_dir / task_id, {"split": split, "seed": seed}))
+        index.append({"id": task_id, "family": family})
+    _write_json(split_dir / "index.json", {"split": split, "seed": seed, "tasks": index})
+    return paths
+
+
+def generate_all(out_dir: Path, seed: int, pool: int, test: int,
+                 families: list[str] | None = None) -> dict[str, list[Path]]:
+    """The pool of `pool` tasks and both test sets of `test` tasks each."""
+    sizes = {"pool": pool, "test_tb20": test, "test_tb21": test}
+    return {split: generate_task_set(out_dir, split, n, seed, families) for split, n in sizes.items()}
+
+
+def selected_families(families: list[str] | None) -> list[str]:
+    """The chosen family names in FAMILIES order (all when None); unknown names raise ValueError."""
+    if families is None:
+        return list(FAMILIES)
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"unknown task families {', '.join(unknown)}; known: {', '.join(FAMILIES)}")
+    if not families:
+        raise ValueError("no task family chosen")
+    return [name for name in FAMILIES if name in families]
+
+
+def oracle_commands(task_dir: Path) -> list[str]:
+    """The oracle of a generated task: one shell command per turn (solution/oracle.json)."""
+    return _command_list(Path(task_dir) / "solution" / "oracle.json")
+
+
+def distractor_commands(task_dir: Path) -> list[str]:
+    """Harmless commands that may be interleaved with the oracle's turns (solution/distractors.json)."""
+    return _command_list(Path(task_dir) / "solution" / "distractors.json")
+
+
+def _command_list(path: Path) -> list[str]:
+    if not path.is_file():
+        raise TaskFormatError(path, "file is missing", "generate the task with `depgpo tasks generate`")
+    try:
+        commands = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise TaskFormatError(path, f"not valid JSON ({e})", "write a JSON list of command strings") from None
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+        raise TaskFormatError(path, "must be a JSON list of command strings", 'write e.g. ["cat /app/data.txt"]')
+    return commands
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.write_text(json.dumps(value, indent=1) + "\n")

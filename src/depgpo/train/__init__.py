@@ -1,0 +1,1 @@
+"""Training stages. `sft`: supervised fine-tuning on stored conversations (`depgpo sft`, in `sft_cli`)."""

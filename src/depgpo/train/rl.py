@@ -1,0 +1,225 @@
+"""The local RL trainer: the CPU path of every compared method, with the same estimator and loss code as verl.
+
+One update = `tasks_per_update` tasks x K rollouts of the current policy in the traced sandbox -> rewards ->
+(DepGPO: dependency credit -> step factors) -> per-token advantages (depgpo.algos) -> verl's policy loss -> one
+AdamW step. Checkpoints are written atomically every `checkpoint_every` updates; a killed run resumes from the last
+one, and a finished run (done.json) does nothing when rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from depgpo.agent.loop import AgentConfig, Rollout, run_rollout
+from depgpo.algos.dapo import is_informative, overlong_penalty
+from depgpo.algos.losses import actor_loss, build_actor_config
+from depgpo.algos.metrics import gradient_norm, token_entropy, update_metrics
+from depgpo.credit import CreditConfig, credit_with_fallback
+from depgpo.env.episode import EpisodeConfig
+from depgpo.policy.generate import Policy, response_logits, logprobs_from_logits
+from depgpo.policy.model import load_policy, save_policy
+from depgpo.tasks import Task, load_task
+
+
+@dataclass
+class Group:
+    task: Task
+    rollouts: list[Rollout]
+
+
+def agent_config(cfg: DictConfig) -> AgentConfig:
+    return AgentConfig(max_turns=cfg.agent.max_turns, max_context_tokens=cfg.agent.max_context_tokens,
+                       episode=EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s))
+
+
+def make_policy(model, tokenizer, cfg: DictConfig, temperature: float | None = None) -> Policy:
+    return Policy(model, tokenizer, max_turn_tokens=cfg.agent.max_turn_tokens,
+                  temperature=cfg.agent.temperature if temperature is None else temperature,
+                  top_p=cfg.agent.top_p, observation_chars=cfg.agent.observation_chars)
+
+
+def read_task_list(path: Path) -> list[Task]:
+    lines = [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{path}: no task directories listed (one path per line expected)")
+    return [load_task(line) for line in lines]
+
+
+class RLTrainer:
+    def __init__(self, cfg: DictConfig, policy_dir: Path, train_tasks: list[Task], out_dir: Path):
+        self.cfg, self.tasks, self.out_dir = cfg, train_tasks, Path(out_dir)
+        self.checkpoint_dir = self.out_dir / "checkpoint"
+        resume = (self.checkpoint_dir / "trainer_state.pt").is_file()
+        self.model, self.tokenizer = load_policy(self.checkpoint_dir if resume else policy_dir)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
+        self.start_update = 0
+        if resume:
+            state = torch.load(self.checkpoint_dir / "trainer_state.pt", weights_only=False)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.start_update = state["next_update"]
+        elif self.out_dir.exists():  # a run killed before its first checkpoint: start clean
+            shutil.rmtree(self.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.actor_config = build_actor_config(cfg.actor, rollout_n=cfg.rl.k)
+        self.credit_config = CreditConfig.from_mapping(OmegaConf.to_container(cfg.credit))
+        self.agent_config = agent_config(cfg)
+        self.policy = make_policy(self.model, self.tokenizer, cfg)
+
+    # ------------------------------------------------------------------ rollouts
+    def _rollout_group(self, task: Task, update: int, draw: int) -> Group:
+        self.model.eval()
+        rollouts = [run_rollout(self.policy, task, self.agent_config,
+                                seed=hash((self.cfg.seed, update, draw, k)) % (2**31))
+                    for k in range(self.cfg.rl.k)]
+        return Group(task, rollouts)
+
+    def collect(self, update: int) -> tuple[list[Group], int]:
+        """tasks_per_update groups; with DAPO's dynamic sampling, groups whose rewards are all equal are replaced
+        by fresh ones, for at most max_num_gen_batches batches of draws (then the informative ones are kept)."""
+        rng = random.Random(hash((self.cfg.seed, update)))
+        filtering = self.cfg.algorithm.filter_groups.enable
+        max_draws = self.cfg.rl.tasks_per_update * max(1, self.cfg.algorithm.filter_groups.max_num_gen_batches)
+        kept, dropped, draw = [], 0, 0
+        while len(kept) < self.cfg.rl.tasks_per_update and draw < (max_draws if filtering else
+                                                                  self.cfg.rl.tasks_per_update):
+            group = self._rollout_group(rng.choice(self.tasks), update, draw)
+            draw += 1
+            if filtering and not is_informative([r.reward for r in group.rollouts]):
+                dropped += 1
+                continue
+            kept.append(group)
+        return kept, dropped
+
+    # ------------------------------------------------------------------ batch and advantages
+    def _padded(self, rows: list[list], fill) -> torch.Tensor:
+        width = max(len(r) for r in rows)
+        return torch.tensor([list(r) + [fill] * (width - len(r)) for r in rows])
+
+    def advantages(self, groups: list[Group]) -> tuple[torch.Tensor, dict]:
+        from depgpo.algos.advantages import compute_depgpo_advantage, compute_gigpo_advantage
+        from depgpo.algos.advantages import _verl_grpo_advantage as grpo_advantage  # noqa: PLC2701
+
+        rollouts = [r for g in groups for r in g.rollouts]
+        index = np.array([f"{gi}:{g.task.id}" for gi, g in enumerate(groups) for _ in g.rollouts], dtype=object)
+        mask = self._padded([r.response_mask for r in rollouts], 0).float()
+        turn_ids = self._padded([r.turn_ids for r in rollouts], -1).long()
+        rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
+        algorithm = self.cfg.algorithm
+        if algorithm.overlong.enable:
+            lengths = torch.tensor([sum(r.response_mask) for r in rollouts])
+            rewards = rewards + overlong_penalty(lengths, algorithm.overlong.max_resp_len,
+                                                 algorithm.overlong.buffer_len, algorithm.overlong.penalty_factor)
+        last_model_token = (mask * torch.arange(mask.shape[1])).argmax(dim=1)
+        token_rewards = torch.zeros_like(mask)
+        token_rewards[torch.arange(len(rollouts)), last_model_token] = rewards
+        info: dict = {"rewards": [r.reward for r in rollouts], "group_ids": list(index)}
+        estimator = algorithm.adv_estimator
+        if estimator == "depgpo":
+            results = [credit_with_fallback(r.trajectory, self.credit_config, r.num_turns) for r in rollouts]
+            factors = [res.step_factors for res in results]
+            adv, _ = compute_depgpo_advantage(token_rewards, mask, index,
+                                              norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std,
+                                              turn_ids=turn_ids, step_factors=factors)
+            info.update(step_factors=factors, credit_diagnostics=[res.diagnostics for res in results])
+        elif estimator == "gigpo":
+            step_rewards = [[0.0] * (r.num_turns - 1) + [r.reward] if r.num_turns else [] for r in rollouts]
+            adv, _ = compute_gigpo_advantage(token_rewards, mask, index, turn_ids=turn_ids,
+                                             anchor_keys=[r.anchor_keys for r in rollouts],
+                                             step_rewards=step_rewards, **algorithm.gigpo)
+        else:  # grpo, dapo, dppo: the group-relative advantage; they differ in sampling and loss
+            adv = grpo_advantage(token_rewards, mask, index, 1e-6, algorithm.norm_adv_by_std)
+        return adv, info
+
+    # ------------------------------------------------------------------ one update
+    def step(self, groups: list[Group]) -> dict:
+        rollouts = [r for g in groups for r in g.rollouts]
+        t0 = time.monotonic()
+        advantages, info = self.advantages(groups)
+        credit_s = time.monotonic() - t0
+        self.model.train()
+        width = advantages.shape[1]
+        log_probs, entropies = [], []
+        for r in rollouts:
+            logits = response_logits(self.model, r.prompt_ids, r.response_ids)
+            pad = width - len(r.response_ids)
+            log_probs.append(torch.nn.functional.pad(logprobs_from_logits(logits, r.response_ids), (0, pad)))
+            entropies.append(torch.nn.functional.pad(token_entropy(logits), (0, pad)))
+        log_prob, entropy = torch.stack(log_probs), torch.stack(entropies)
+        mask = self._padded([r.response_mask for r in rollouts], 0).float()
+        old_log_prob = self._padded([r.old_logprobs for r in rollouts], 0.0).float()
+        loss, loss_metrics = actor_loss(self.actor_config, old_log_prob, log_prob, advantages.float(), mask, entropy)
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = gradient_norm(self.model.parameters())
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.rl.grad_clip)
+        self.optimizer.step()
+        masked_entropy = float((entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
+        metrics = update_metrics(rewards=info["rewards"], group_ids=info["group_ids"], entropy=masked_entropy,
+                                 grad_norm=grad_norm, step_factors=info.get("step_factors"),
+                                 credit_diagnostics=info.get("credit_diagnostics"))
+        metrics.update({"train/loss": float(loss.detach()), "time/credit_s": credit_s, **loss_metrics})
+        return metrics
+
+    # ------------------------------------------------------------------ the run
+    def save_checkpoint(self, next_update: int) -> None:
+        """Model + optimizer + position, written beside the old checkpoint and swapped in with one rename."""
+        staging = self.out_dir / "checkpoint.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        save_policy(self.model, self.tokenizer, staging)
+        torch.save({"optimizer": self.optimizer.state_dict(), "next_update": next_update},
+                   staging / "trainer_state.pt")
+        old = self.out_dir / "checkpoint.old"
+        if self.checkpoint_dir.exists():
+            self.checkpoint_dir.rename(old)
+        staging.rename(self.checkpoint_dir)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def run(self, progress: bool = True) -> None:
+        if (self.out_dir / "done.json").is_file():
+            return
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(self.out_dir / "tb", purge_step=self.start_update)
+        trajectories_dir = self.out_dir / "trajectories"
+        trajectories_dir.mkdir(exist_ok=True)
+        with open(self.out_dir / "metrics.jsonl", "a") as metrics_file:
+            for update in range(self.start_update, self.cfg.rl.updates):
+                torch.manual_seed(hash((self.cfg.seed, update)) % (2**31))
+                t0 = time.monotonic()
+                groups, dropped = self.collect(update)
+                rollout_s = time.monotonic() - t0
+                if not groups:
+                    metrics = {"train/skipped": 1.0}
+                else:
+                    metrics = self.step(groups)
+                metrics.update({"update": update, "time/rollout_s": rollout_s, "time/update_s": time.monotonic() - t0,
+                                "dapo/dropped_groups": dropped,
+                                "memory/peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+                for key, value in metrics.items():
+                    if key != "update":
+                        writer.add_scalar(key, value, update)
+                metrics_file.write(json.dumps(metrics) + "\n")
+                metrics_file.flush()
+                with open(trajectories_dir / f"update{update:04d}.jsonl", "w") as fh:
+                    for g in groups:
+                        for r in g.rollouts:
+                            fh.write(json.dumps({"num_turns": r.num_turns, **r.trajectory}) + "\n")
+                if progress:
+                    print(f"[rl {self.out_dir.parent.name}/{self.out_dir.name}] update {update + 1}/"
+                          f"{self.cfg.rl.updates} reward {metrics.get('train/reward_mean', float('nan')):.3f} "
+                          f"({time.monotonic() - t0:.1f}s)", flush=True)
+                if (update + 1) % self.cfg.rl.checkpoint_every == 0 or update + 1 == self.cfg.rl.updates:
+                    self.save_checkpoint(update + 1)
+        writer.close()
+        (self.out_dir / "done.json").write_text(json.dumps({"updates": self.cfg.rl.updates,
+                                                             "config": OmegaConf.to_container(self.cfg)}))

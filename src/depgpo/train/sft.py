@@ -1,0 +1,132 @@
+"""Supervised fine-tuning on stored conversations: the loss is on the tokens the model writes, nothing else.
+
+    run_sft("conversations.jsonl", "out/sft", sft_config(["sft.epochs=5"]))
+    # out/sft/checkpoint/  (save_pretrained model + tokenizer)   out/sft/metrics.jsonl  (one line per step)
+
+Each conversation is rendered with depgpo.policy.chat and tokenized segment by segment, exactly as the Policy builds
+its context during RL, so the assistant tokens trained on here are the tokens the policy samples later.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from depgpo.policy.chat import conversation_segments, messages_to_turns
+from depgpo.policy.generate import tokenize
+from depgpo.policy.model import build_tiny_qwen3, load_smollm2, save_policy, train_tokenizer
+
+DEFAULT_CONFIG = {
+    "model": {
+        "kind": "tiny_qwen3",          # tiny_qwen3 (random init, tokenizer trained on the data) | smollm2
+        "vocab_size": 1024,            # tiny_qwen3: BPE target size (less when the data are small)
+        "hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 16, "max_positions": 4096,
+        "seed": 0,                     # tiny_qwen3: weight initialisation
+        "cache_dir": "~/.cache/depgpo",  # smollm2: where the converted checkpoint is kept
+    },
+    "chat": {"observation_chars": 1000},  # head+tail truncation of tool output; RL must use the same value
+    "sft": {"epochs": 3, "lr": 1.0e-3, "batch_size": 8, "max_seq_len": 1024, "seed": 0, "weight_decay": 0.0,
+            "grad_clip": 1.0},
+}
+
+IGNORE_INDEX = -100  # label of tokens without loss (prompt, template, observations, padding)
+
+
+def sft_config(overrides: list[str] = ()) -> DictConfig:
+    """DEFAULT_CONFIG with `key=value` overrides (dotted keys); an unknown key is an error."""
+    config = OmegaConf.create(DEFAULT_CONFIG)
+    OmegaConf.set_struct(config, True)
+    return OmegaConf.merge(config, OmegaConf.from_dotlist(list(overrides)))
+
+
+def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: Mapping) -> Path:
+    """Train on the conversations of a JSONL file; returns the checkpoint directory (out_dir/checkpoint)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model_cfg, train_cfg = cfg["model"], cfg["sft"]
+    segmented = [conversation_segments(*messages_to_turns(conversation), cfg["chat"]["observation_chars"])
+                 for conversation in _read_jsonl(conversations_jsonl)]
+    if model_cfg["kind"] == "tiny_qwen3":
+        tokenizer = train_tokenizer(["".join(text for text, _ in segments) for segments in segmented],
+                                    model_cfg["vocab_size"])
+        model = build_tiny_qwen3(tokenizer, hidden=model_cfg["hidden"], layers=model_cfg["layers"],
+                                 heads=model_cfg["heads"], kv_heads=model_cfg["kv_heads"],
+                                 head_dim=model_cfg["head_dim"], max_positions=model_cfg["max_positions"],
+                                 seed=model_cfg["seed"])
+    elif model_cfg["kind"] == "smollm2":
+        model, tokenizer = load_smollm2(Path(model_cfg["cache_dir"]).expanduser())
+    else:
+        raise ValueError(f"model.kind={model_cfg['kind']!r}: expected tiny_qwen3 or smollm2")
+
+    examples = [encode_segments(tokenizer, segments) for segments in segmented]
+    cut = sum(len(ids) > train_cfg["max_seq_len"] for ids, _ in examples)
+    if cut:
+        print(f"sft: {cut} of {len(examples)} conversations cut to sft.max_seq_len={train_cfg['max_seq_len']} "
+              f"tokens", file=sys.stderr)
+    examples = [(ids[:train_cfg["max_seq_len"]], labels[:train_cfg["max_seq_len"]]) for ids, labels in examples]
+    examples = [example for example in examples if any(label != IGNORE_INDEX for label in example[1])]
+    if not examples:
+        raise ValueError(f"{conversations_jsonl}: no conversation has assistant tokens within sft.max_seq_len")
+
+    _train(model, tokenizer.pad_token_id, examples, train_cfg, out_dir / "metrics.jsonl")
+    save_policy(model, tokenizer, out_dir / "checkpoint")
+    return out_dir / "checkpoint"
+
+
+def encode_segments(tokenizer, segments: list[tuple[str, bool]]) -> tuple[list[int], list[int]]:
+    """Token ids and labels: a token's own id where the model wrote it, IGNORE_INDEX elsewhere."""
+    ids: list[int] = []
+    labels: list[int] = []
+    for text, written_by_model in segments:
+        segment_ids = tokenize(tokenizer, text)
+        ids += segment_ids
+        labels += segment_ids if written_by_model else [IGNORE_INDEX] * len(segment_ids)
+    return ids, labels
+
+
+def _train(model, pad_id: int, examples: list[tuple[list[int], list[int]]], train_cfg: Mapping,
+           metrics_path: Path) -> None:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"])
+    shuffle = torch.Generator().manual_seed(train_cfg["seed"])
+    batch_size = train_cfg["batch_size"]
+    model.train()
+    start, step = time.perf_counter(), 0
+    with metrics_path.open("w") as metrics:
+        for epoch in range(train_cfg["epochs"]):
+            order = torch.randperm(len(examples), generator=shuffle).tolist()
+            for first in range(0, len(order), batch_size):
+                batch = [examples[i] for i in order[first:first + batch_size]]
+                input_ids, attention_mask, labels = (t.to(model.device) for t in _pad(batch, pad_id))
+                # Hugging Face shifts the labels and averages the loss over the labelled tokens of the batch.
+                loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+                optimizer.zero_grad()
+                loss.backward()
+                if train_cfg["grad_clip"]:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["grad_clip"])
+                optimizer.step()
+                step += 1
+                row = {"step": step, "epoch": epoch, "loss": loss.item(),
+                       "tokens": int((labels[:, 1:] != IGNORE_INDEX).sum()),
+                       "time_s": round(time.perf_counter() - start, 3)}
+                metrics.write(json.dumps(row) + "\n")
+    model.eval()
+
+
+def _pad(batch: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad a batch: input ids, attention mask, labels."""
+    length = max(len(ids) for ids, _ in batch)
+    input_ids = torch.tensor([ids + [pad_id] * (length - len(ids)) for ids, _ in batch])
+    attention_mask = torch.tensor([[1] * len(ids) + [0] * (length - len(ids)) for ids, _ in batch])
+    labels = torch.tensor([labels + [IGNORE_INDEX] * (length - len(labels)) for _, labels in batch])
+    return input_ids, attention_mask, labels
+
+
+def _read_jsonl(path: str | Path) -> list[dict]:
+    with open(path) as lines:
+        return [json.loads(line) for line in lines if line.strip()]

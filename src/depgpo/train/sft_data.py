@@ -1,0 +1,79 @@
+"""SFT conversations from oracle solutions, run for real in the traced sandbox.
+
+Each conversation is an oracle solution with some of the task's distractor commands (ls, cat of an unrelated file)
+interleaved at seeded positions, executed as an episode; only passing episodes become training data. The same
+episodes are the "reference trajectories" of Figure 1(d): for each we record the fraction of its commands that the
+dependency credit connects to the verifier's records E.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from depgpo.agent.loop import AgentConfig
+from depgpo.credit import CreditConfig, credit_with_fallback
+from depgpo.env.episode import Episode
+from depgpo.policy.chat import SYSTEM_PROMPT
+from depgpo.tasks import load_task
+from depgpo.tasks.generate import distractor_commands, oracle_commands
+
+
+def with_distractors(oracle: list[str], distractors: list[str], rng: random.Random, max_extra: int) -> list[str]:
+    """The oracle's commands in order, with up to max_extra distractors inserted at random positions."""
+    commands = list(oracle)
+    for extra in rng.sample(distractors, k=min(max_extra, len(distractors), rng.randint(0, max_extra))):
+        commands.insert(rng.randint(0, len(commands)), extra)
+    return commands
+
+
+def to_messages(instruction: str, commands: list[str], records: list[dict]) -> list[dict]:
+    """OpenAI chat messages with one `bash` tool call per assistant turn, ending with a plain "done" turn."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction}]
+    for turn, (command, record) in enumerate(zip(commands, records, strict=True)):
+        call_id = f"call_{turn}"
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": "bash", "arguments": json.dumps({"command": command})}}]})
+        exit_code = record["exit_code"]
+        suffix = f"\n[exit code: {exit_code}]" if exit_code is not None else ""
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": record["observation"] + suffix})
+    messages.append({"role": "assistant", "content": "done"})
+    return messages
+
+
+def connected_fraction(trajectory: dict) -> float:
+    """Fraction of a trajectory's commands with positive dependency credit (connected to E)."""
+    result = credit_with_fallback(trajectory, CreditConfig())
+    if result.fallback or not result.commands:
+        return 0.0
+    return sum(c.q > 0 for c in result.commands) / len(result.commands)
+
+
+def build_sft_data(task_dirs: list[Path], out_jsonl: Path, reference_json: Path, agent: AgentConfig,
+                   variants_per_task: int, max_distractors: int, seed: int) -> dict:
+    """Write conversations (JSONL) and the reference-credit summary; returns counts."""
+    rng = random.Random(seed)
+    kept, failed, references = 0, 0, []
+    out_jsonl.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_jsonl, "w") as out:
+        for task_dir in task_dirs:
+            task = load_task(task_dir)
+            oracle, distractors = oracle_commands(task_dir), distractor_commands(task_dir)
+            for variant in range(variants_per_task):
+                commands = with_distractors(oracle, distractors, rng, 0 if variant == 0 else max_distractors)
+                with Episode(task, agent.episode) as episode:
+                    records = [episode.run_command(c, turn=t) for t, c in enumerate(commands)]
+                    verifier = episode.verify()
+                    trajectory = episode.trajectory()
+                references.append({"task": task.id, "commands": len(commands), "reward": verifier["reward"],
+                                   "connected_fraction": connected_fraction(trajectory)})
+                if verifier["reward"] < 1.0:
+                    failed += 1
+                    continue
+                out.write(json.dumps({"task": task.id, "reward": verifier["reward"],
+                                      "messages": to_messages(task.instruction, commands, records)}) + "\n")
+                kept += 1
+    reference_json.write_text(json.dumps({"trajectories": references}, indent=1))
+    return {"conversations": kept, "failed_oracle_runs": failed}

@@ -1,0 +1,252 @@
+"""`depgpo report` on a synthetic results tree whose numbers are chosen so that every expected cell is known."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import matplotlib.image
+import pandas as pd
+import pytest
+
+from depgpo.report.cli import add_arguments, run
+from depgpo.report.load import ResultsTree, Setting
+
+# ---------------------------------------------------------------------- test fixture: a synthetic results tree
+
+SETA, TMAX = Setting("qwen3.5-9b", "seta"), Setting("qwen3.5-9b", "tmax")
+TASKS = [f"task{i}" for i in range(10)]
+SEEDS, ROUNDS, UPDATES = (0, 1), 3, 5
+ROUND_OFFSET = {0: [-1, 0, 1], 1: [0, 1, 2]}  # seed -> tasks solved in each round, relative to the run's level
+# Tasks a run solves on TB2.0 before the offset (TB2.1: one fewer). On SETA DepGPO is best and DPPO second; on
+# TMAX GiGPO is best and DepGPO second.
+LEVELS = {
+    "sft": 2, "grpo": 3, "dapo": 4, "dppo": 5, "gigpo": 4, "depgpo": 6,
+    "depgpo_beta0.25": 5, "depgpo_beta0.75": 5, "depgpo_beta1.0": 4,
+    "depgpo_binary_write": 5, "depgpo_no_verifier_filter": 3, "depgpo_no_read_credit": 4, "depgpo_direct_only": 5,
+}
+TMAX_LEVELS = {**LEVELS, "gigpo": 7}
+TRAJECTORIES_PER_UPDATE = 4
+CREDIT_METRICS = {"credit/commands": 6.0, "credit/usable": 0.75, "credit/write_commands": 2.0,
+                  "credit/positive_write_commands": 1.0, "credit/read_commands": 4.0,
+                  "credit/positive_read_commands": 1.0, "credit/positive_writes_with_indirect": 0.25,
+                  "credit/mystery_counter": 3.0}
+
+
+def write_json(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+
+
+def write_jsonl(path: Path, values: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(value) + "\n" for value in values))
+
+
+def write_eval(setting_dir: Path, run: str, level: int) -> None:
+    for seed in SEEDS:
+        for test, shift in (("test_tb20", 0), ("test_tb21", -1)):
+            solved = [level + shift + offset for offset in ROUND_OFFSET[seed]]
+            rounds = [{"round": r, "tasks": {task: int(i < k) for i, task in enumerate(TASKS)}}
+                      for r, k in enumerate(solved)]
+            pass_at_1 = [100 * k / len(TASKS) for k in solved]
+            write_json(setting_dir / "eval" / run / f"seed{seed}" / f"{test}.json",
+                       {"run": run, "test_set": test, "rounds": rounds, "pass_at_1": pass_at_1,
+                        "mean": statistics.fmean(pass_at_1), "sd": statistics.stdev(pass_at_1)})
+
+
+def rollout(task: str, observations: list[str], num_turns: int) -> dict:
+    """A trajectory record reduced to the fields the report reads."""
+    return {"schema_version": 1, "task": {"id": task}, "instruction": f"solve {task}", "num_turns": num_turns,
+            "commands": [{"index": i, "turn": i, "text": "true", "observation": o} for i, o in enumerate(observations)],
+            "verifier": {"reward": 1.0}}
+
+
+def update_metrics(run: str, update: int) -> dict:
+    depgpo_family = run.startswith("depgpo")
+    metrics = {"update": update, "train/reward_mean": 0.1 * update, "train/zero_adv_group_frac": 0.5,
+               "actor/entropy": 1.0 / (update + 1), "actor/grad_norm": 1.0 + update, "train/loss": 0.1,
+               "time/update_s": 11.0 if depgpo_family else 10.0, "time/rollout_s": 8.0,
+               "time/credit_s": 0.8 if depgpo_family else 0.01,
+               "memory/peak_rss_mb": (1010.0 if depgpo_family else 1000.0) + update}
+    if depgpo_family:
+        metrics.update({"depgpo/step_factor_std": 0.3, **CREDIT_METRICS})
+    return metrics
+
+
+def write_rl(setting_dir: Path, run: str) -> None:
+    for seed in SEEDS:
+        seed_dir = setting_dir / "rl" / run / f"seed{seed}"
+        write_jsonl(seed_dir / "metrics.jsonl", [update_metrics(run, u) for u in range(UPDATES)])
+        if run.startswith("depgpo"):
+            write_json(seed_dir / "done.json", {"updates": UPDATES, "config": {"credit": {"beta": 0.5}}})
+        for update in range(UPDATES):
+            group = [rollout("task0", ["listing", f"seen by rollout {k}"], 3) for k in range(TRAJECTORIES_PER_UPDATE)]
+            write_jsonl(seed_dir / "trajectories" / f"update{update:04d}.jsonl", group)
+
+
+def build_results(root: Path) -> Path:
+    """results/{scale} with two settings, every run, two seeds, three rounds and five updates per run."""
+    for setting, levels in ((SETA, LEVELS), (TMAX, TMAX_LEVELS)):
+        setting_dir = root / setting.path
+        success_counts = dict(zip(TASKS, [0, 0, 0, 1, 2, 3, 4, 4, 2, 1]))
+        write_json(setting_dir / "filter" / "filter.json",
+                   {"candidates": 10, "zero_success": 3, "all_success": 2, "retained": 5, "rl_train": 4,
+                    "rl_val": 1, "attempts": 4, "zero_advantage_fraction": 0.5, "success_counts": success_counts})
+        write_json(setting_dir / "sft" / "reference_credit.json", {"trajectories": [
+            {"task": task, "commands": 3 + i, "connected_fraction": i / 10, "reward": float(i % 3 != 0)}
+            for i, task in enumerate(TASKS)]})
+        for run, level in levels.items():
+            write_eval(setting_dir, run, level)
+            if run != "sft":
+                write_rl(setting_dir, run)
+    return root
+
+
+TABLES = ["table1", "table2", "table6", "table9", "table10", "table11"]
+FIGURES = ["fig1a", "fig1b", "fig1d", "fig5", "fig6"]
+
+
+def report(results: Path, *options: str) -> int:
+    parser = argparse.ArgumentParser(prog="depgpo report")
+    add_arguments(parser)
+    return run(parser.parse_args(["--results", str(results), *options]))
+
+
+def markdown_cells(path: Path) -> dict[str, dict[str, str]]:
+    """{row label: {column header: cell}} of the Markdown table in `path`."""
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in path.read_text().splitlines() if line.startswith("|")]
+    header, body = rows[0], rows[2:]
+    return {row[0]: dict(zip(header[1:], row[1:])) for row in body}
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory) -> Path:
+    results = build_results(tmp_path_factory.mktemp("results"))
+    assert report(results) == 0
+    return results / "report"
+
+
+# ---------------------------------------------------------------------- tests
+
+
+def test_every_table_and_figure_is_written(full_report):
+    for name in TABLES:
+        for suffix in (".csv", ".md", ".tex"):
+            assert (full_report / f"{name}{suffix}").stat().st_size > 0, f"{name}{suffix}"
+    for name in FIGURES:
+        for suffix in (".png", ".pdf"):
+            assert (full_report / f"{name}{suffix}").stat().st_size > 0, f"{name}{suffix}"
+    index = (full_report / "index.md").read_text()
+    assert all(f"**{name}**" in index for name in TABLES + FIGURES)
+    assert index.split("## Missing")[1].strip() == "- nothing"
+
+
+def test_png_renders(full_report):
+    image = matplotlib.image.imread(full_report / "fig5.png")
+    assert image.shape[0] > 100 and image.shape[1] > 400 and image.std() > 0  # a drawn picture, not a blank one
+
+
+def test_table1_pools_rounds_of_all_seeds(full_report):
+    depgpo_seta_tb20 = [50, 60, 70, 60, 70, 80]  # level 6 + offsets, seeds 0 and 1, in % of 10 tasks
+    numbers = pd.read_csv(full_report / "table1.csv")
+    row = numbers[(numbers.data == "seta") & (numbers.run == "depgpo") & (numbers.test == "test_tb20")].iloc[0]
+    assert row["mean"] == pytest.approx(statistics.fmean(depgpo_seta_tb20))
+    assert row["sd"] == pytest.approx(statistics.stdev(depgpo_seta_tb20))
+    assert row["rounds"] == 6
+    cells = markdown_cells(full_report / "table1.md")
+    assert cells["DepGPO"]["qwen3.5-9b / seta TB2.0"] == "**65.00 ± 10.49**"
+
+
+def test_table1_marks_best_and_second_best_per_setting(full_report):
+    cells = markdown_cells(full_report / "table1.md")
+    for test in ("TB2.0", "TB2.1"):
+        seta, tmax = f"qwen3.5-9b / seta {test}", f"qwen3.5-9b / tmax {test}"
+        assert cells["DepGPO"][seta].startswith("**") and cells["DPPO"][seta].startswith("<u>")
+        assert cells["GiGPO"][tmax].startswith("**") and cells["DepGPO"][tmax].startswith("<u>")
+        unmarked = [method for method in cells if not cells[method][seta].startswith(("**", "<u>"))]
+        assert unmarked == ["SFT", "GRPO", "DAPO", "GiGPO"]
+    latex = (full_report / "table1.tex").read_text()
+    assert r"\textbf{65.00 $\pm$ 10.49}" in latex and r"\underline{55.00 $\pm$ 10.49}" in latex
+    assert r"\multicolumn{2}{c}{qwen3.5-9b / seta}" in latex
+
+
+def test_table2_drops_are_relative_to_full_depgpo(full_report):
+    cells = markdown_cells(full_report / "table2.md")
+    assert list(cells) == ["GRPO", "Binary write contribution", "Without verifier filtering",
+                           "Without supporting-read credit", "Direct writes only", "Full DepGPO"]
+    assert cells["Binary write contribution"]["TB2.0"] == "55.00 ± 10.49 ↓ 10.00"
+    assert cells["Without verifier filtering"]["TB2.1"] == "25.00 ± 10.49 ↓ 30.00"
+    assert cells["Full DepGPO"]["TB2.0"] == "65.00 ± 10.49"
+
+
+def test_table9_orders_the_beta_sweep(full_report):
+    cells = markdown_cells(full_report / "table9.md")
+    assert list(cells) == ["0.25", "0.50 (full DepGPO)", "0.75", "1.00"]
+    assert cells["1.00"]["TB2.0"] == "45.00 ± 10.49"
+
+
+def test_table10_ratios_of_means(full_report):
+    cells = markdown_cells(full_report / "table10.md")
+    assert cells["Relative wall-clock time / update"] == {"GRPO": "1.00 ×", "DepGPO": "1.10 ×", "Difference": "+10.0%"}
+    assert cells["Peak memory (process RSS)"]["DepGPO"] == "1.01 ×"  # peaks 1014 vs 1004 MB
+    assert cells["Dependency processing / trajectory"]["DepGPO"] == "0.2 s"  # 0.8 s for 4 trajectories
+
+
+def test_table11_maps_credit_keys_to_paper_rows(full_report):
+    cells = {label: row["Value"] for label, row in markdown_cells(full_report / "table11.md").items()}
+    assert cells == {"Commands per trajectory": "6", "Trajectories with usable dependency credit": "75.0%",
+                     "Trajectories using the unit-factor fallback": "25.0%",
+                     "Write commands with positive credit": "50.0%", "Read commands with positive credit": "25.0%",
+                     "Positive-credit writes with indirect contribution": "25.0%", "credit/mystery_counter": "3"}
+
+
+def test_missing_input_is_reported_and_the_rest_still_written(tmp_path):
+    results = build_results(tmp_path / "results")
+    (results / SETA.path / "sft" / "reference_credit.json").unlink()
+    assert report(results, "--out", str(tmp_path / "out")) == 0
+    out = tmp_path / "out"
+    assert not (out / "fig1d.png").exists()
+    missing = (out / "index.md").read_text().split("## Missing")[1]
+    assert "fig1d" in missing and "qwen3.5-9b/seta/sft/reference_credit.json" in missing
+    assert "depgpo sft-data" in missing
+    assert all((out / f"{name}.png").stat().st_size > 0 for name in FIGURES if name != "fig1d")
+    assert all((out / f"{name}.md").stat().st_size > 0 for name in TABLES)
+
+
+def test_partial_runs_leave_gaps_with_notes(tmp_path):
+    results = build_results(tmp_path / "results")
+    for path in sorted((results / TMAX.path / "eval" / "dapo").rglob("*.json")):
+        path.unlink()
+    assert report(results, "--out", str(tmp_path / "out")) == 0
+    cells = markdown_cells(tmp_path / "out" / "table1.md")
+    assert cells["DAPO"]["qwen3.5-9b / tmax TB2.0"] == "–"
+    assert "qwen3.5-9b/tmax/eval/dapo/seed*/" in (tmp_path / "out" / "table1.md").read_text()
+
+
+def test_focal_setting_option(tmp_path):
+    results = build_results(tmp_path / "results")
+    assert report(results, "--out", str(tmp_path / "out"), "--setting", "qwen3.5-9b/tmax") == 0
+    assert "qwen3.5-9b / tmax" in (tmp_path / "out" / "table2.md").read_text()
+    assert report(results, "--setting", "nope/none") == 2
+
+
+def test_an_empty_results_directory_is_an_error(tmp_path):
+    assert report(tmp_path) == 2
+
+
+def test_anchor_recurrence_within_groups(tmp_path):
+    seed_dir = tmp_path / SETA.path / "rl" / "gigpo" / "seed0"
+    write_jsonl(seed_dir / "trajectories" / "update0000.jsonl", [
+        rollout("a", ["same", "left"], 3), rollout("a", ["same", "right"], 3),  # turn 2's states differ
+        rollout("b", ["unique to b"], 3),  # alone in its group: nothing recurs; turn 2 follows a turn without command
+        rollout("c", ["x"], 3), rollout("c", ["y"], 3),  # turn 1 differs; turn 2 follows a turn without command
+    ])
+    recurrence, reconstructed = ResultsTree(tmp_path).anchor_recurrence(SETA, "gigpo")
+    assert reconstructed
+    assert recurrence.recurs.tolist() == [True, True, False, True, True, False,
+                                          False, False, False,
+                                          True, False, True, True, False, True]
