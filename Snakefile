@@ -6,12 +6,14 @@
 #   snakemake rl_depgpo_beta0.25       one RL run (and what it needs); likewise sft, filter, eval_grpo, report
 #   snakemake report -f                regenerate tables and figures from results/ only
 #   snakemake --profile slurm          the paper's grid as Slurm GPU jobs (config/scale/paper.yaml)
+import sys
+
 from depgpo.config import compose
 
 SCALE = config.get("scale", "tiny")
 CFG = compose([f"scale={SCALE}"])
 R = f"results/{SCALE}"
-DEPGPO = "depgpo"
+DEPGPO = f"{sys.executable} -m depgpo"  # the interpreter running Snakemake has the package installed
 SETTINGS = [f"{s['model']}/{s['data']}" for s in CFG.settings]
 RUNS = list(CFG.methods) + [f"depgpo_beta{b}" for b in CFG.betas if float(b) != 0.5] \
     + [f"depgpo_{v}" for v in CFG.ablations]

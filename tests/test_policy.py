@@ -65,8 +65,10 @@ def test_done_and_unparseable_turns():
 def test_prompt_and_observation_blocks_join_into_chatml():
     text = (render_prompt("Say hi") + render_assistant("echo hi") + render_observation("hi", 0, 100)
             + render_assistant(None))
-    assert text == (f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n<bash>echo hi</bash><|im_end|>\n"
-                    "<|im_start|>tool\nhi\n[exit code: 0]<|im_end|>\n<|im_start|>assistant\n<done/><|im_end|>")
+    assert text == (f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\nSay hi<|im_end|>\n"
+                    "<|im_start|>assistant\n<bash>echo hi</bash><|im_end|>\n"
+                    "<|im_start|>tool\nhi\n[exit code: 0]<|im_end|>\n"
+                    "<|im_start|>assistant\n<done/><|im_end|>")
 
 
 def test_long_observation_keeps_head_and_tail():
@@ -132,6 +134,7 @@ def test_save_and_load_give_identical_logits(tokenizer, model, tmp_path):
     text = render_prompt("Fix the scripts") + render_assistant(TRICKY_COMMANDS[1])
     ids = tokenize(tokenizer, text)
     assert tokenize(loaded_tokenizer, text) == ids
+    assert loaded_tokenizer.decode(ids, skip_special_tokens=False) == text
     with torch.no_grad():
         assert torch.equal(model(torch.tensor([ids])).logits, loaded_model(torch.tensor([ids])).logits)
 

@@ -191,7 +191,8 @@ def test_table9_orders_the_beta_sweep(full_report):
 
 def test_table10_ratios_of_means(full_report):
     cells = markdown_cells(full_report / "table10.md")
-    assert cells["Relative wall-clock time / update"] == {"GRPO": "1.00 ×", "DepGPO": "1.10 ×", "Difference": "+10.0%"}
+    assert cells["Relative wall-clock time / update"] == {"GRPO": "1.00 ×", "DepGPO": "1.10 ×",
+                                                          "Difference": "+10.0%"}
     assert cells["Peak memory (process RSS)"]["DepGPO"] == "1.01 ×"  # peaks 1014 vs 1004 MB
     assert cells["Dependency processing / trajectory"]["DepGPO"] == "0.2 s"  # 0.8 s for 4 trajectories
 
@@ -204,9 +205,11 @@ def test_table11_maps_credit_keys_to_paper_rows(full_report):
                      "Positive-credit writes with indirect contribution": "25.0%", "credit/mystery_counter": "3"}
 
 
-def test_missing_input_is_reported_and_the_rest_still_written(tmp_path):
+def test_missing_inputs_are_reported_and_the_rest_still_written(tmp_path):
     results = build_results(tmp_path / "results")
     (results / SETA.path / "sft" / "reference_credit.json").unlink()
+    for path in sorted((results / TMAX.path / "eval" / "dapo").rglob("*.json")):
+        path.unlink()
     assert report(results, "--out", str(tmp_path / "out")) == 0
     out = tmp_path / "out"
     assert not (out / "fig1d.png").exists()
@@ -215,16 +218,10 @@ def test_missing_input_is_reported_and_the_rest_still_written(tmp_path):
     assert "depgpo sft-data" in missing
     assert all((out / f"{name}.png").stat().st_size > 0 for name in FIGURES if name != "fig1d")
     assert all((out / f"{name}.md").stat().st_size > 0 for name in TABLES)
-
-
-def test_partial_runs_leave_gaps_with_notes(tmp_path):
-    results = build_results(tmp_path / "results")
-    for path in sorted((results / TMAX.path / "eval" / "dapo").rglob("*.json")):
-        path.unlink()
-    assert report(results, "--out", str(tmp_path / "out")) == 0
-    cells = markdown_cells(tmp_path / "out" / "table1.md")
-    assert cells["DAPO"]["qwen3.5-9b / tmax TB2.0"] == "–"
-    assert "qwen3.5-9b/tmax/eval/dapo/seed*/" in (tmp_path / "out" / "table1.md").read_text()
+    # A run missing in one setting leaves a gap in Table 1 and a note naming its files.
+    cells = markdown_cells(out / "table1.md")
+    assert cells["DAPO"]["qwen3.5-9b / tmax TB2.0"] == "–" and cells["DAPO"]["qwen3.5-9b / seta TB2.0"] != "–"
+    assert "qwen3.5-9b/tmax/eval/dapo/seed*/" in (out / "table1.md").read_text()
 
 
 def test_focal_setting_option(tmp_path):
@@ -250,3 +247,38 @@ def test_anchor_recurrence_within_groups(tmp_path):
     assert recurrence.recurs.tolist() == [True, True, False, True, True, False,
                                           False, False, False,
                                           True, False, True, True, False, True]
+
+
+def test_table11_agrees_with_the_credit_modules_own_statistics(tmp_path):
+    """Per-update means as the trainer logs them, pooled by the report, equal the credit module's Table 11
+    statistics over the same trajectories (updates of equal size)."""
+    from depgpo.algos.metrics import mean_credit_diagnostics
+    from depgpo.credit import CommandCredit
+    from depgpo.credit.explain import aggregate_diagnostics, trajectory_diagnostics
+    from depgpo.report.tables import table11
+
+    def command(index: int, is_write: bool, q: float, indirect: float = 0.0) -> CommandCredit:
+        return CommandCredit(index=index, turn=index, text="true", is_write=is_write, role="", direct=q,
+                             indirect=indirect, info=0.0, q=q)
+
+    def diagnostics(commands: list[CommandCredit], fallback: str | None = None, num_commands: int = 0) -> dict:
+        return trajectory_diagnostics(commands, num_commands or len(commands), [1.0] * 3, fallback, "trace", "full",
+                                      started=0.0)
+
+    mixed = diagnostics([command(0, True, 1.0, indirect=1.0), command(1, True, 0.0), command(2, False, 0.5),
+                         command(3, False, 0.0)])
+    fallback = diagnostics([], fallback="no turn has positive credit", num_commands=3)
+    direct = diagnostics([command(0, True, 1.0), command(1, False, 0.0)])
+    updates = [[mixed, fallback], [direct, mixed]]
+    write_jsonl(tmp_path / SETA.path / "rl" / "depgpo" / "seed0" / "metrics.jsonl",
+                [{"update": u, **mean_credit_diagnostics(batch)} for u, batch in enumerate(updates)])
+    values = table11(ResultsTree(tmp_path), SETA).numbers.set_index("statistic")["value"]
+    expected = aggregate_diagnostics([record for batch in updates for record in batch])
+    assert values["Commands per trajectory"] == pytest.approx(expected["commands_per_trajectory"])
+    assert values["Trajectories with usable dependency credit"] == pytest.approx(expected["usable_pct"])
+    assert values["Trajectories using the unit-factor fallback"] == pytest.approx(expected["fallback_pct"])
+    assert values["Write commands with positive credit"] == pytest.approx(expected["positive_write_commands_pct"])
+    assert values["Read commands with positive credit"] == pytest.approx(expected["positive_read_commands_pct"])
+    assert values["Positive-credit writes with indirect contribution"] == pytest.approx(
+        expected["positive_writes_with_indirect_pct"])
+    assert values["credit/fallback=no turn has positive credit"] == pytest.approx(0.25)  # 1 of 2, then 0 of 2

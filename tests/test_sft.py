@@ -8,8 +8,9 @@ import pytest
 from depgpo.policy.chat import IM_END, conversation_segments, messages_to_turns, render_assistant
 from depgpo.policy.generate import Policy, tokenize
 from depgpo.policy.model import load_policy
-from depgpo.train import sft_cli
-from depgpo.train.sft import IGNORE_INDEX, encode_segments, run_sft, sft_config
+from depgpo import stages
+from depgpo.config import compose
+from depgpo.train.sft import IGNORE_INDEX, encode_segments, run_sft
 from test_policy import conversation
 
 WORDS = ["apple", "river", "stone", "cloud", "maple", "tiger", "amber", "ocean", "pixel", "lemon"]
@@ -21,7 +22,7 @@ def hand_made_conversations() -> list[dict]:
     for number, word in enumerate(WORDS):
         name = f"f{number}"
         conversations += [
-            conversation(f"Write the word {word} into /app/{name}.txt",
+            conversation(f"Into /app/{name}.txt write the word {word}",
                          [(f"echo {word} > /app/{name}.txt", "", 0), (f"cat /app/{name}.txt", word, 0)]),
             conversation(f"Create /app/{name}.py that prints {word}",
                          [(f"cat > /app/{name}.py <<'EOF'\nprint('{word}')\nEOF", "", 0),
@@ -34,8 +35,13 @@ def hand_made_conversations() -> list[dict]:
 
 def depgpo_sft(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
-    sft_cli.add_arguments(parser)
-    return sft_cli.run(parser.parse_args(argv))
+    stages.add_sft(parser)
+    return stages.run_sft(parser.parse_args(argv))
+
+
+def sft_config(overrides: list[str]):
+    """The tiny scale, with the observation limit these hand-made conversations were tokenized with."""
+    return compose(["scale=tiny", "agent.observation_chars=1000", "model.max_positions=4096", *overrides])
 
 
 @pytest.fixture(scope="module")
@@ -64,17 +70,22 @@ def test_loss_falls_far_below_its_start(trained):
     assert last < 0.15 * first, (first, last)
 
 
-def test_trained_policy_greedily_reproduces_memorised_commands(trained):
+def test_trained_policy_greedily_replays_training_episodes_token_for_token(trained):
     checkpoint, _ = trained
     model, tokenizer = load_policy(checkpoint)
-    policy = Policy(model, tokenizer, max_turn_tokens=40, temperature=0)
+    policy = Policy(model, tokenizer, max_turn_tokens=40, temperature=0, observation_chars=1000)
     for word, name in [("river", "f1"), ("pixel", "f8")]:
-        ctx = policy.start(f"Write the word {word} into /app/{name}.txt")
+        ctx = policy.start(f"Into /app/{name}.txt write the word {word}")
         assert policy.next_turn(ctx, rng_seed=0).command == f"echo {word} > /app/{name}.txt"
         policy.observe(ctx, "", 0)
         assert policy.next_turn(ctx, rng_seed=0).command == f"cat /app/{name}.txt"
         policy.observe(ctx, word, 0)
         assert policy.next_turn(ctx, rng_seed=0).command is None  # <done/>
+        # The episode is the training conversation, with the same tokens and the same trained positions.
+        stored = hand_made_conversations()[3 * WORDS.index(word)]
+        ids, labels = encode_segments(tokenizer, conversation_segments(*messages_to_turns(stored), 1000))
+        assert ctx.token_ids == ids
+        assert [0] * len(ctx.prompt_ids) + ctx.response_mask == [int(label != IGNORE_INDEX) for label in labels]
 
 
 def test_loss_is_on_assistant_tokens_only(trained):
@@ -102,5 +113,5 @@ def test_cli_runs_with_overrides_and_is_deterministic(data_file, tmp_path, capsy
 
 
 def test_cli_rejects_unknown_keys(data_file, tmp_path, capsys):
-    assert depgpo_sft(["--data", str(data_file), "--out", str(tmp_path), "sft.learning_rate=1"]) == 2
-    assert "learning_rate" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="learning_rate"):
+        depgpo_sft(["--data", str(data_file), "--out", str(tmp_path), "sft.learning_rate=1"])

@@ -21,9 +21,13 @@ def _compose(args: argparse.Namespace):
     from depgpo.config import compose
 
     try:
-        return compose(args.overrides)
+        cfg = compose(args.overrides)
     except Exception as e:  # Hydra's own messages name the group/key and list the valid options
         raise SystemExit(f"error: config: {e}")
+    import torch
+
+    torch.set_num_threads(cfg.torch_threads)
+    return cfg
 
 
 def _policy(checkpoint: Path, cfg, temperature: float | None = None):
@@ -74,15 +78,9 @@ def add_sft(parser: argparse.ArgumentParser) -> None:
 
 
 def run_sft(args: argparse.Namespace) -> int:
-    from omegaconf import OmegaConf
-
     from depgpo.train.sft import run_sft as train
 
-    cfg = _compose(args)
-    sft_cfg = OmegaConf.to_container(cfg.sft, resolve=True)
-    sft_cfg.setdefault("seed", cfg.seed)
-    train(args.data, args.out, {"model": OmegaConf.to_container(cfg.model, resolve=True),
-                                "chat": {"observation_chars": cfg.agent.observation_chars}, "sft": sft_cfg})
+    print(f"checkpoint: {train(args.data, args.out, _compose(args))}")
     return 0
 
 
@@ -130,9 +128,9 @@ def run_rl(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- evaluate
 def add_evaluate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", type=Path, required=True, help="checkpoint to evaluate")
-    parser.add_argument("--tasks", type=Path, required=True, help="test task set")
+    parser.add_argument("--tasks", type=Path, nargs="+", required=True, help="test task set(s)")
     parser.add_argument("--run", required=True, help="run name recorded in the result (sft, grpo, depgpo, ...)")
-    parser.add_argument("--out", type=Path, required=True, help="result JSON")
+    parser.add_argument("--out", type=Path, required=True, help="directory that receives {test set}.json")
     _overrides(parser)
 
 
@@ -142,9 +140,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from depgpo.train.rl import agent_config
 
     cfg = _compose(args)
-    tasks = [load_task(d) for d in _task_dirs(args.tasks)]
-    result = evaluate(_policy(args.policy, cfg, cfg.eval.temperature), tasks, agent_config(cfg), cfg.eval.rounds,
-                      cfg.seed, args.run, args.tasks.name)
-    write_evaluation(result, args.out)
-    print(f"{args.run} on {args.tasks.name}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")
+    policy = _policy(args.policy, cfg, cfg.eval.temperature)  # loaded once for all test sets
+    for task_set in args.tasks:
+        tasks = [load_task(d) for d in _task_dirs(task_set)]
+        result = evaluate(policy, tasks, agent_config(cfg), cfg.eval.rounds, cfg.seed, args.run, task_set.name)
+        write_evaluation(result, args.out / f"{task_set.name}.json")
+        print(f"{args.run} on {task_set.name}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")
     return 0

@@ -1,4 +1,6 @@
-# Shared helpers: paths of the results tree (docs/pipeline.md) and the override strings rules pass to depgpo.
+# Shared helpers: paths of the results tree (docs/pipeline.md) and the overrides rules pass to depgpo.
+import os
+
 from depgpo.config import run_overrides
 
 
@@ -9,3 +11,11 @@ def setting_overrides(wildcards):
 
 def run_override_string(run):
     return " ".join(run_overrides(run))
+
+
+def eval_policy(wildcards):
+    """The checkpoint an evaluation reads: the SFT policy, or an RL run (through its done.json)."""
+    setting = f"{R}/{wildcards.model}/{wildcards.data}"
+    if wildcards.run == "sft":
+        return f"{setting}/sft/checkpoint"
+    return f"{setting}/rl/{wildcards.run}/seed{wildcards.seed}/done.json"

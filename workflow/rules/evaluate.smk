@@ -1,25 +1,25 @@
 # pass@1 over three rounds on both test sets, for the SFT policy and every RL run (Tables 1, 2, 9; Figure 6).
-
-
-def eval_policy(wildcards):
-    if wildcards.run == "sft":
-        return f"{R}/{wildcards.model}/{wildcards.data}/sft/checkpoint"
-    return f"{R}/{wildcards.model}/{wildcards.data}/rl/{wildcards.run}/seed{wildcards.seed}/done.json"
+# One job evaluates both test sets, so the policy and the libraries are loaded once.
 
 
 rule evaluate:
     input:
         policy=eval_policy,
-        tests=f"{R}/tasks/{{test}}/index.json",
+        tests=expand(f"{R}/tasks/{{test}}/index.json", test=TEST_SETS),
     output:
-        f"{R}/{{model}}/{{data}}/eval/{{run}}/seed{{seed}}/{{test}}.json",
+        expand(f"{R}/{{{{model}}}}/{{{{data}}}}/eval/{{{{run}}}}/seed{{{{seed}}}}/{{test}}.json", test=TEST_SETS),
     log:
-        f"{R}/logs/{{model}}/{{data}}/eval_{{run}}_seed{{seed}}_{{test}}.log",
+        f"{R}/logs/{{model}}/{{data}}/eval_{{run}}_seed{{seed}}.log",
     params:
+        depgpo=DEPGPO,
+        checkpoint=lambda wildcards, input: input.policy.replace("done.json", "checkpoint"),
+        tasks=lambda wildcards, input: " ".join(os.path.dirname(t) for t in input.tests),
+        out=lambda wildcards, output: os.path.dirname(output[0]),
         overrides=setting_overrides,
-        checkpoint=lambda wc, input: input.policy if wc.run == "sft" else input.policy.replace("done.json", "checkpoint"),
     resources:
         gpu=1,
+    conda:
+        "../../envs/eval.yaml"
     shell:
-        "{DEPGPO} evaluate --policy {params.checkpoint} --tasks {R}/tasks/{wildcards.test} --run {wildcards.run}"
-        " --out {output} {params.overrides} seed={wildcards.seed} > {log} 2>&1"
+        "{params.depgpo} evaluate --policy {params.checkpoint} --tasks {params.tasks} --run {wildcards.run}"
+        " --out {params.out} {params.overrides} seed={wildcards.seed} > {log} 2>&1"

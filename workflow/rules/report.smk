@@ -11,5 +11,11 @@ rule report:
         f"{R}/report/index.md",
     log:
         f"{R}/logs/report.log",
+    params:
+        depgpo=DEPGPO,
+        out=lambda wildcards, output: os.path.dirname(output[0]),
+        results=lambda wildcards, output: os.path.dirname(os.path.dirname(output[0])),
+    conda:
+        "../../envs/cpu.yaml"
     shell:
-        "{DEPGPO} report --results {R} --out {R}/report > {log} 2>&1"
+        "{params.depgpo} report --results {params.results} --out {params.out} > {log} 2>&1"

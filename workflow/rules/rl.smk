@@ -14,11 +14,14 @@ for _run in RUNS:
         log:
             f"{R}/logs/{{model}}/{{data}}/rl_{_run}_seed{{seed}}.log",
         params:
+            depgpo=DEPGPO,
+            out=lambda wildcards, output: os.path.dirname(output[0]),
             overrides=setting_overrides,
             run=run_override_string(_run),
-            out=lambda wc, output: output[0].rsplit("/", 1)[0],
         resources:
             gpu=1,
+        conda:
+            "../../envs/gpu-train.yaml"
         shell:
-            "{DEPGPO} rl --policy {input.policy} --train {input.train} --out {params.out}"
+            "{params.depgpo} rl --policy {input.policy} --train {input.train} --out {params.out}"
             " {params.overrides} {params.run} seed={wildcards.seed} > {log} 2>&1"

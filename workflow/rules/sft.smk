@@ -9,11 +9,15 @@ rule sft:
     log:
         f"{R}/logs/{{model}}/{{data}}/sft.log",
     params:
+        depgpo=DEPGPO,
+        out=lambda wildcards, output: os.path.dirname(output[0]),
         overrides=setting_overrides,
     resources:
         gpu=1,
+    conda:
+        "../../envs/gpu-train.yaml"
     shell:
-        "{DEPGPO} sft --data {input} --out {R}/{wildcards.model}/{wildcards.data}/sft {params.overrides} > {log} 2>&1"
+        "{params.depgpo} sft --data {input} --out {params.out} {params.overrides} > {log} 2>&1"
 
 
 rule filter:
@@ -27,9 +31,14 @@ rule filter:
     log:
         f"{R}/logs/{{model}}/{{data}}/filter.log",
     params:
+        depgpo=DEPGPO,
+        tasks=lambda wildcards, input: os.path.dirname(input.pool),
+        out=lambda wildcards, output: os.path.dirname(output.summary),
         overrides=setting_overrides,
     resources:
         gpu=1,
+    conda:
+        "../../envs/eval.yaml"
     shell:
-        "{DEPGPO} filter --policy {input.policy} --tasks {R}/tasks/pool"
-        " --out {R}/{wildcards.model}/{wildcards.data}/filter {params.overrides} > {log} 2>&1"
+        "{params.depgpo} filter --policy {input.policy} --tasks {params.tasks} --out {params.out}"
+        " {params.overrides} > {log} 2>&1"

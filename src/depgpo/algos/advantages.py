@@ -62,7 +62,7 @@ def compute_depgpo_advantage(
     _check_turn_ids(turn_ids, response_mask)
     for row, factors in enumerate(step_factors):
         _check_step_factors(row, factors)
-    grpo = _verl_grpo_advantage(token_level_rewards, response_mask, index, epsilon, norm_adv_by_std_in_grpo)
+    grpo = grpo_advantage(token_level_rewards, response_mask, index, epsilon, norm_adv_by_std_in_grpo)
     advantages = grpo * broadcast_turn_values(step_factors, turn_ids, dtype=grpo.dtype)
     return advantages, advantages
 
@@ -97,7 +97,7 @@ def compute_gigpo_advantage(
         if len(keys) != len(rewards):
             raise ValueError(f"trajectory {row}: {len(keys)} anchor keys but {len(rewards)} step rewards")
     normalise_by_std = mode == "mean_std_norm"
-    episode = _verl_grpo_advantage(token_level_rewards, response_mask, index, epsilon, normalise_by_std)
+    episode = grpo_advantage(token_level_rewards, response_mask, index, epsilon, normalise_by_std)
     step_returns = [discounted_returns(rewards, gamma) for rewards in step_rewards]
     step = anchor_group_advantages(index, anchor_keys, step_returns, normalise_by_std, epsilon)
     advantages = episode + omega * broadcast_turn_values(step, turn_ids, dtype=episode.dtype)
@@ -143,7 +143,8 @@ def anchor_group_advantages(
     ]
 
 
-def _verl_grpo_advantage(token_level_rewards, response_mask, index, epsilon, norm_adv_by_std) -> torch.Tensor:
+def grpo_advantage(token_level_rewards, response_mask, index, epsilon, norm_adv_by_std) -> torch.Tensor:
+    """verl's own GRPO outcome advantage (bs, L): the base of DepGPO and GiGPO's episode term."""
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
     advantages, _ = compute_grpo_outcome_advantage(

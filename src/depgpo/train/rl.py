@@ -67,6 +67,7 @@ class RLTrainer:
             state = torch.load(self.checkpoint_dir / "trainer_state.pt", weights_only=False)
             self.optimizer.load_state_dict(state["optimizer"])
             self.start_update = state["next_update"]
+            self._drop_metrics_after(self.start_update)
         elif self.out_dir.exists():  # a run killed before its first checkpoint: start clean
             shutil.rmtree(self.out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -74,6 +75,13 @@ class RLTrainer:
         self.credit_config = CreditConfig.from_mapping(OmegaConf.to_container(cfg.credit))
         self.agent_config = agent_config(cfg)
         self.policy = make_policy(self.model, self.tokenizer, cfg)
+
+    def _drop_metrics_after(self, next_update: int) -> None:
+        """A run killed between an update's metrics line and its checkpoint redoes that update: keep one line."""
+        path = self.out_dir / "metrics.jsonl"
+        if path.is_file():
+            kept = [line for line in path.read_text().splitlines() if json.loads(line)["update"] < next_update]
+            path.write_text("".join(line + "\n" for line in kept))
 
     # ------------------------------------------------------------------ rollouts
     def _rollout_group(self, task: Task, update: int, draw: int) -> Group:
@@ -106,8 +114,9 @@ class RLTrainer:
         return torch.tensor([list(r) + [fill] * (width - len(r)) for r in rows])
 
     def advantages(self, groups: list[Group]) -> tuple[torch.Tensor, dict]:
-        from depgpo.algos.advantages import compute_depgpo_advantage, compute_gigpo_advantage
-        from depgpo.algos.advantages import _verl_grpo_advantage as grpo_advantage  # noqa: PLC2701
+        """Per-token advantages from the estimator registered in verl under `algorithm.adv_estimator`."""
+        import depgpo.algos.verl_registry  # noqa: F401  (registers "depgpo" and "gigpo")
+        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
         rollouts = [r for g in groups for r in g.rollouts]
         index = np.array([f"{gi}:{g.task.id}" for gi, g in enumerate(groups) for _ in g.rollouts], dtype=object)
@@ -117,27 +126,28 @@ class RLTrainer:
         algorithm = self.cfg.algorithm
         if algorithm.overlong.enable:
             lengths = torch.tensor([sum(r.response_mask) for r in rollouts])
-            rewards = rewards + overlong_penalty(lengths, algorithm.overlong.max_resp_len,
-                                                 algorithm.overlong.buffer_len, algorithm.overlong.penalty_factor)
+            penalty = overlong_penalty(lengths, algorithm.overlong.max_resp_len, algorithm.overlong.buffer_len,
+                                       algorithm.overlong.penalty_factor)
+            rewards = rewards + penalty.to(rewards.dtype)
         last_model_token = (mask * torch.arange(mask.shape[1])).argmax(dim=1)
         token_rewards = torch.zeros_like(mask)
         token_rewards[torch.arange(len(rollouts)), last_model_token] = rewards
         info: dict = {"rewards": [r.reward for r in rollouts], "group_ids": list(index)}
-        estimator = algorithm.adv_estimator
-        if estimator == "depgpo":
+        estimator = get_adv_estimator_fn(algorithm.adv_estimator)
+        common = {"token_level_rewards": token_rewards, "response_mask": mask, "index": index}
+        if algorithm.adv_estimator == "depgpo":
             results = [credit_with_fallback(r.trajectory, self.credit_config, r.num_turns) for r in rollouts]
             factors = [res.step_factors for res in results]
-            adv, _ = compute_depgpo_advantage(token_rewards, mask, index,
-                                              norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std,
-                                              turn_ids=turn_ids, step_factors=factors)
+            adv, _ = estimator(**common, norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std, turn_ids=turn_ids,
+                               step_factors=factors)
             info.update(step_factors=factors, credit_diagnostics=[res.diagnostics for res in results])
-        elif estimator == "gigpo":
+        elif algorithm.adv_estimator == "gigpo":
+            # The verifier's reward arrives after the last turn: the step reward of every earlier turn is 0.
             step_rewards = [[0.0] * (r.num_turns - 1) + [r.reward] if r.num_turns else [] for r in rollouts]
-            adv, _ = compute_gigpo_advantage(token_rewards, mask, index, turn_ids=turn_ids,
-                                             anchor_keys=[r.anchor_keys for r in rollouts],
-                                             step_rewards=step_rewards, **algorithm.gigpo)
-        else:  # grpo, dapo, dppo: the group-relative advantage; they differ in sampling and loss
-            adv = grpo_advantage(token_rewards, mask, index, 1e-6, algorithm.norm_adv_by_std)
+            adv, _ = estimator(**common, turn_ids=turn_ids, anchor_keys=[r.anchor_keys for r in rollouts],
+                               step_rewards=step_rewards, **algorithm.gigpo)
+        else:  # grpo (GRPO, DAPO, DPPO: they differ in sampling and loss, not in the advantage)
+            adv, _ = estimator(**common, norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std)
         return adv, info
 
     # ------------------------------------------------------------------ one update

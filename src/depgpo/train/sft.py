@@ -1,6 +1,6 @@
 """Supervised fine-tuning on stored conversations: the loss is on the tokens the model writes, nothing else.
 
-    run_sft("conversations.jsonl", "out/sft", sft_config(["sft.epochs=5"]))
+    run_sft("conversations.jsonl", "out/sft", depgpo.config.compose(["scale=tiny", "sft.epochs=5"]))
     # out/sft/checkpoint/  (save_pretrained model + tokenizer)   out/sft/metrics.jsonl  (one line per step)
 
 Each conversation is rendered with depgpo.policy.chat and tokenized segment by segment, exactly as the Policy builds
@@ -22,35 +22,19 @@ from depgpo.policy.chat import conversation_segments, messages_to_turns
 from depgpo.policy.generate import tokenize
 from depgpo.policy.model import build_tiny_qwen3, load_smollm2, save_policy, train_tokenizer
 
-DEFAULT_CONFIG = {
-    "model": {
-        "kind": "tiny_qwen3",          # tiny_qwen3 (random init, tokenizer trained on the data) | smollm2
-        "vocab_size": 1024,            # tiny_qwen3: BPE target size (less when the data are small)
-        "hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 16, "max_positions": 4096,
-        "seed": 0,                     # tiny_qwen3: weight initialisation
-        "cache_dir": "~/.cache/depgpo",  # smollm2: where the converted checkpoint is kept
-    },
-    "chat": {"observation_chars": 1000},  # head+tail truncation of tool output; RL must use the same value
-    "sft": {"epochs": 3, "lr": 1.0e-3, "batch_size": 8, "max_seq_len": 1024, "seed": 0, "weight_decay": 0.0,
-            "grad_clip": 1.0},
-}
-
 IGNORE_INDEX = -100  # label of tokens without loss (prompt, template, observations, padding)
 
 
-def sft_config(overrides: list[str] = ()) -> DictConfig:
-    """DEFAULT_CONFIG with `key=value` overrides (dotted keys); an unknown key is an error."""
-    config = OmegaConf.create(DEFAULT_CONFIG)
-    OmegaConf.set_struct(config, True)
-    return OmegaConf.merge(config, OmegaConf.from_dotlist(list(overrides)))
+def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfig) -> Path:
+    """Train on the conversations of a JSONL file; returns the checkpoint directory (out_dir/checkpoint).
 
-
-def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: Mapping) -> Path:
-    """Train on the conversations of a JSONL file; returns the checkpoint directory (out_dir/checkpoint)."""
+    `cfg` is the composed config (depgpo.config.compose): `model`, `sft`, `seed`, and `agent.observation_chars`,
+    which must be the value the RL agent loop uses, so that SFT and RL see the same observation truncation."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model_cfg, train_cfg = cfg["model"], cfg["sft"]
-    segmented = [conversation_segments(*messages_to_turns(conversation), cfg["chat"]["observation_chars"])
+    model_cfg = cfg.model
+    train_cfg = {**OmegaConf.to_container(cfg.sft, resolve=True), "seed": cfg.seed}
+    segmented = [conversation_segments(*messages_to_turns(conversation), cfg.agent.observation_chars)
                  for conversation in _read_jsonl(conversations_jsonl)]
     if model_cfg["kind"] == "tiny_qwen3":
         tokenizer = train_tokenizer(["".join(text for text, _ in segments) for segments in segmented],
@@ -74,7 +58,7 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: Mapping) 
     if not examples:
         raise ValueError(f"{conversations_jsonl}: no conversation has assistant tokens within sft.max_seq_len")
 
-    _train(model, tokenizer.pad_token_id, examples, train_cfg, out_dir / "metrics.jsonl")
+    _train(model, examples, train_cfg, out_dir / "metrics.jsonl")
     save_policy(model, tokenizer, out_dir / "checkpoint")
     return out_dir / "checkpoint"
 
@@ -90,8 +74,7 @@ def encode_segments(tokenizer, segments: list[tuple[str, bool]]) -> tuple[list[i
     return ids, labels
 
 
-def _train(model, pad_id: int, examples: list[tuple[list[int], list[int]]], train_cfg: Mapping,
-           metrics_path: Path) -> None:
+def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mapping, metrics_path: Path) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"])
     shuffle = torch.Generator().manual_seed(train_cfg["seed"])
     batch_size = train_cfg["batch_size"]
@@ -102,7 +85,7 @@ def _train(model, pad_id: int, examples: list[tuple[list[int], list[int]]], trai
             order = torch.randperm(len(examples), generator=shuffle).tolist()
             for first in range(0, len(order), batch_size):
                 batch = [examples[i] for i in order[first:first + batch_size]]
-                input_ids, attention_mask, labels = (t.to(model.device) for t in _pad(batch, pad_id))
+                input_ids, attention_mask, labels = _pad(batch)
                 # Hugging Face shifts the labels and averages the loss over the labelled tokens of the batch.
                 loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
                 optimizer.zero_grad()
@@ -115,15 +98,14 @@ def _train(model, pad_id: int, examples: list[tuple[list[int], list[int]]], trai
                        "tokens": int((labels[:, 1:] != IGNORE_INDEX).sum()),
                        "time_s": round(time.perf_counter() - start, 3)}
                 metrics.write(json.dumps(row) + "\n")
-    model.eval()
 
 
-def _pad(batch: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-pad a batch: input ids, attention mask, labels."""
+def _pad(batch: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad a batch: input ids, attention mask, labels. Padding is masked out, so its token id is irrelevant."""
     length = max(len(ids) for ids, _ in batch)
-    input_ids = torch.tensor([ids + [pad_id] * (length - len(ids)) for ids, _ in batch])
+    input_ids = torch.tensor([ids + [0] * (length - len(ids)) for ids, _ in batch])
     attention_mask = torch.tensor([[1] * len(ids) + [0] * (length - len(ids)) for ids, _ in batch])
-    labels = torch.tensor([labels + [IGNORE_INDEX] * (length - len(labels)) for _, labels in batch])
+    labels = torch.tensor([targets + [IGNORE_INDEX] * (length - len(targets)) for _, targets in batch])
     return input_ids, attention_mask, labels
 
 

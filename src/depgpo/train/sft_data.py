@@ -46,7 +46,7 @@ def to_messages(instruction: str, commands: list[str], records: list[dict]) -> l
 def connected_fraction(trajectory: dict) -> float:
     """Fraction of a trajectory's commands with positive dependency credit (connected to E)."""
     result = credit_with_fallback(trajectory, CreditConfig())
-    if result.fallback or not result.commands:
+    if not result.commands:  # credit could not be computed (a factor fallback alone still leaves command credit)
         return 0.0
     return sum(c.q > 0 for c in result.commands) / len(result.commands)
 

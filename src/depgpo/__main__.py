@@ -1,0 +1,5 @@
+import sys
+
+from depgpo.cli import main
+
+sys.exit(main())

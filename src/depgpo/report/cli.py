@@ -1,0 +1,75 @@
+"""`depgpo report --results results/{scale} [--out DIR] [--setting MODEL/DATA]`
+
+Writes tables 1, 2, 6, 9, 10, 11 (CSV, Markdown, LaTeX) and figures 1a, 1b, 1d, 5, 6 (PNG, PDF), plus index.md,
+which lists what was produced and, for each output that could not be, the missing input and the stage that
+writes it. Tables 2, 9, 10, 11 and the figures are about one setting, the focal one (the paper's Qwen3.5-9B on
+SETA): by default the first of the sorted `{model}/{data}` directories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", type=Path, required=True, help="results/{scale}: the tree to report on")
+    parser.add_argument("--out", type=Path, help="output directory (default: RESULTS/report)")
+    parser.add_argument("--setting", metavar="MODEL/DATA",
+                        help="the focal setting of tables 2, 9, 10, 11 and the figures (default: the first found)")
+
+
+def build_report(results: Path, out: Path, setting: str | None = None) -> dict[str, list]:
+    """Write every output that its inputs allow; returns {"produced": [(name, files, notes)],
+    "missing": [(name, reason)]} and writes the same as out/index.md."""
+    from depgpo.report import figures, tables
+    from depgpo.report.load import MissingInput, ResultsTree, Setting
+
+    tree = ResultsTree(results)
+    if not tree.settings:
+        raise ValueError(f"{results}: no {{model}}/{{data}}/{{sft,filter,rl,eval}} directory found")
+    if setting is None:
+        focal = tree.settings[0]
+    else:
+        focal = Setting(*setting.split("/", 1))
+        if focal not in tree.settings:
+            raise ValueError(f"--setting {setting}: not among {', '.join(s.path for s in tree.settings)}")
+    builders = {"table1": tables.table1, "table2": tables.table2, "table6": tables.table6, "table9": tables.table9,
+                "table10": tables.table10, "table11": tables.table11, "fig1a": figures.fig1a,
+                "fig1b": figures.fig1b, "fig1d": figures.fig1d, "fig5": figures.fig5, "fig6": figures.fig6}
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, list] = {"produced": [], "missing": []}
+    for name, build in builders.items():
+        try:
+            output = build(tree, focal)
+        except MissingInput as missing:
+            report["missing"].append((name, str(missing)))
+            continue
+        report["produced"].append((name, output.write(out, name), output.notes))
+    (out / "index.md").write_text(index_markdown(report, results, focal.label, out))
+    return report
+
+
+def index_markdown(report: dict[str, list], results: Path, focal: str, out: Path) -> str:
+    lines = [f"# Report on `{results}`", "", f"Focal setting (tables 2, 9, 10, 11 and the figures): {focal}", "",
+             "## Produced", ""]
+    for name, files, notes in report["produced"]:
+        lines.append(f"- **{name}**: " + ", ".join(f"[{path.name}]({path.relative_to(out)})" for path in files))
+        lines += [f"  - {note}" for note in notes]
+    lines += ["", "## Missing", ""]
+    lines += [f"- **{name}**: {reason}" for name, reason in report["missing"]] or ["- nothing"]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    out = args.out or args.results / "report"
+    try:
+        report = build_report(args.results, out, args.setting)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for name, reason in report["missing"]:
+        print(f"{name}: not produced: {reason}", file=sys.stderr)
+    print(f"{len(report['produced'])} outputs written to {out} (see {out / 'index.md'})")
+    return 0 if report["produced"] else 1

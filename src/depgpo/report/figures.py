@@ -1,0 +1,212 @@
+"""The paper's figures 1(a, b, d), 5 and 6 drawn from a results tree, each saved as PNG and PDF.
+
+Figures are built on `matplotlib.figure.Figure` directly (no pyplot), so no display and no global figure state
+are involved. A builder that finds none of its inputs raises MissingInput; inputs it can do without become notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from depgpo.report.load import MissingInput, ResultsTree, Setting
+from depgpo.report.tables import TEST_SETS
+
+CURVES = {"depgpo": ("DepGPO", "tab:blue"), "grpo": ("GRPO", "tab:pink"), "gigpo": ("GiGPO", "tab:olive")}
+TRAINING_PANELS = [("train/reward_mean", "(a) training reward", False),
+                   ("actor/entropy", "(b) policy entropy", True),
+                   ("actor/grad_norm", "(c) gradient norm", False)]
+STEP_FACTOR_STD = "depgpo/step_factor_std"
+LATE_WINDOW = 1 / 3  # Figure 5's shaded late window: the last third of the updates
+MIN_REFERENCE_COMMANDS = 5  # Figure 1(d)'s subset of longer reference trajectories
+GAIN, LOSS, TIE, ZERO_SIGNAL, SIGNAL, GUIDE = "tab:green", "tab:orange", "tab:gray", "tab:gray", "tab:blue", "hotpink"
+
+
+@dataclass
+class Plot:
+    figure: Figure
+    notes: list[str] = field(default_factory=list)
+
+    def write(self, out: Path, name: str) -> list[Path]:
+        paths = [out / f"{name}.png", out / f"{name}.pdf"]
+        for path in paths:
+            self.figure.savefig(path, dpi=150)
+        return paths
+
+
+# ---------------------------------------------------------------------- Figure 1
+
+
+def fig1a(tree: ResultsTree, focal: Setting) -> Plot:
+    """How many candidate tasks the SFT policy solved 0..K times; 0 and K give a zero group-relative advantage."""
+    summary = tree.filter_summary(focal)
+    attempts = summary["attempts"]
+    counts = pd.Series(summary["success_counts"], dtype=int).value_counts().reindex(range(attempts + 1),
+                                                                                  fill_value=0)
+    figure = Figure(figsize=(4.5, 3.2), layout="constrained")
+    ax = figure.subplots()
+    ax.bar(counts.index, counts.values,
+           color=[ZERO_SIGNAL if k in (0, attempts) else SIGNAL for k in counts.index])
+    ax.set_xticks(counts.index)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(f"successful attempts out of K = {attempts}")
+    ax.set_ylabel("candidate tasks")
+    ax.set_title(f"{focal.label}: zero advantage on {summary['zero_advantage_fraction']:.0%} of tasks", fontsize=9)
+    return Plot(figure)
+
+
+def fig1b(tree: ResultsTree, focal: Setting) -> Plot:
+    """How often a GiGPO anchor state recurs in another rollout of the same group, by turn."""
+    recurrence, reconstructed = tree.anchor_recurrence(focal, "gigpo")
+    if recurrence.empty:
+        raise MissingInput(f"{focal.path}/rl/gigpo/seed*/trajectories/update*.jsonl with turns", "rl")
+    by_turn = recurrence.groupby("turn").recurs.mean()
+    later_turns = recurrence[recurrence.turn > 0].recurs
+    figure = Figure(figsize=(4.5, 3.2), layout="constrained")
+    ax = figure.subplots()
+    ax.bar(by_turn.index, by_turn.values, color=CURVES["gigpo"][1])
+    ax.set_ylim(0, 1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("turn")
+    ax.set_ylabel("share of turns with a recurring anchor")
+    later = f"{later_turns.mean():.0%}" if len(later_turns) else "none"
+    ax.set_title(f"{focal.label}, GiGPO\nanchor recurs in the group: {later} of {len(later_turns)} turns after turn 0",
+                 fontsize=9)
+    notes = [f"{len(recurrence)} turns of the logged GiGPO rollouts; turn 0 always acts on the shared instruction."]
+    if reconstructed:
+        notes.append("Anchor keys are not stored in the trajectories; they were reconstructed as the agent loop "
+                     "builds them: the instruction for turn 0, then the observation of the previous turn's command.")
+    return Plot(figure, notes)
+
+
+def ecdf(ax: Axes, values: pd.Series, label: str) -> None:
+    """The empirical CDF of fractions, drawn over the whole range [0, 1]."""
+    ordered = values.sort_values().tolist()
+    cumulative = [(i + 1) / len(ordered) for i in range(len(ordered))]
+    ax.step([0.0, *ordered, 1.0], [0.0, *cumulative, 1.0], where="post", label=label)
+
+
+def fig1d(tree: ResultsTree, focal: Setting) -> Plot:
+    """Cumulative distribution of the fraction of commands connected to E in passing reference trajectories."""
+    reference = tree.reference_credit(focal)
+    passing = reference[reference.reward >= 1.0]
+    longer = passing[passing.commands >= MIN_REFERENCE_COMMANDS]
+    figure = Figure(figsize=(4.5, 3.2), layout="constrained")
+    ax = figure.subplots()
+    notes = []
+    for subset, label in ((passing, "all"), (longer, f"≥ {MIN_REFERENCE_COMMANDS} commands")):
+        if subset.empty:
+            notes.append(f"no passing reference trajectory in the subset '{label}'")
+            continue
+        ecdf(ax, subset.connected_fraction, f"{label} (n={len(subset)})")
+    ax.axvline(1.0, color=GUIDE, linestyle="--", label="GRPO: uniform weights on every command")
+    ax.set_xlim(0, 1.05)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("fraction of commands connected to E")
+    ax.set_ylabel("cumulative fraction of trajectories")
+    ax.set_title(f"{focal.label}: passing reference trajectories", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    return Plot(figure, notes)
+
+
+# ---------------------------------------------------------------------- Figure 5
+
+
+def plot_curve(ax: Axes, metrics: pd.DataFrame, key: str, label: str, color: str) -> None:
+    """The mean over seeds per update; with several seeds, their range shaded."""
+    per_update = metrics.groupby("update")[key]
+    mean = per_update.mean()
+    ax.plot(mean.index, mean.values, label=label, color=color, linewidth=1.2)
+    if metrics.seed.nunique() > 1:
+        ax.fill_between(mean.index, per_update.min(), per_update.max(), color=color, alpha=0.15, linewidth=0)
+
+
+def shade_late_window(ax: Axes, updates: pd.Series) -> None:
+    first, last = updates.min(), updates.max()
+    ax.axvspan(last - (last - first) * LATE_WINDOW, last, color="0.85", zorder=0)
+
+
+def fig5(tree: ResultsTree, focal: Setting) -> Plot:
+    """Training reward, entropy (log scale) and gradient norm of DepGPO, GRPO and GiGPO; DepGPO's step-factor std."""
+    runs, notes = {}, []
+    for run in CURVES:
+        try:
+            runs[run] = tree.run_metrics(focal, run)
+        except MissingInput as missing:
+            notes.append(str(missing))
+    if not runs:
+        raise MissingInput(f"{focal.path}/rl/{{{','.join(CURVES)}}}/seed*/metrics.jsonl", "rl")
+    updates = pd.concat([metrics["update"] for metrics in runs.values()])
+    figure = Figure(figsize=(16, 3.4), layout="constrained")
+    axes = figure.subplots(1, 4)
+    panels = [*TRAINING_PANELS, (STEP_FACTOR_STD, "(d) DepGPO step-factor std", False)]
+    for ax, (key, title, log_scale) in zip(axes, panels):
+        for run, metrics in runs.items():
+            if key == STEP_FACTOR_STD and run != "depgpo":
+                continue
+            if key not in metrics or metrics[key].isna().all():
+                notes.append(f"{focal.path}/rl/{run}: metrics.jsonl has no '{key}'")
+                continue
+            plot_curve(ax, metrics.dropna(subset=[key]), key, *CURVES[run])
+        shade_late_window(ax, updates)
+        if log_scale:
+            ax.set_yscale("log")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("update")
+    axes[0].legend(fontsize=8)
+    figure.suptitle(f"{focal.label} (shaded: the last third of the updates)", fontsize=10)
+    return Plot(figure, notes)
+
+
+# ---------------------------------------------------------------------- Figure 6
+
+
+def success_difference(tasks: pd.DataFrame) -> pd.Series:
+    """Per task: DepGPO's minus GRPO's success rate (percentage points) over all rounds and seeds, sorted."""
+    rates = tasks.groupby(["task", "run"]).success.mean().unstack("run") * 100
+    return (rates["depgpo"] - rates["grpo"]).dropna().sort_values(ascending=False)
+
+
+def draw_differences(ax: Axes, difference: pd.Series, title: str) -> None:
+    positions = range(len(difference))
+    changed = difference != 0
+    ax.bar([p for p, c in zip(positions, changed) if c], difference[changed],
+           color=[GAIN if d > 0 else LOSS for d in difference[changed]])
+    ax.scatter([p for p, c in zip(positions, changed) if not c], difference[~changed], color=TIE, s=8, zorder=3)
+    ax.axhline(difference.mean(), color="black", linestyle="--", linewidth=1,
+               label=f"mean Δ = {difference.mean():+.1f} pp")
+    for position in (0, len(difference) - 1):  # the largest gain and the largest regression
+        if difference.iloc[position] != 0:
+            ax.annotate(difference.index[position], (position, difference.iloc[position]), fontsize=7,
+                        ha="left" if position == 0 else "right", textcoords="offset points", xytext=(0, 3))
+    ax.axhline(0, color="0.6", linewidth=0.6)
+    ax.set_xticks([])
+    ax.set_xlabel(f"{len(difference)} tasks, sorted by Δ")
+    ax.set_ylabel("Δ success (pp), DepGPO − GRPO")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+
+
+def fig6(tree: ResultsTree, focal: Setting) -> Plot:
+    """Task-level success differences between DepGPO and GRPO, one panel per test set."""
+    tasks = tree.eval_tasks
+    tasks = tasks[(tasks.model == focal.model) & (tasks.data == focal.data) & tasks.run.isin(["depgpo", "grpo"])]
+    for run in ("depgpo", "grpo"):
+        if run not in set(tasks.run):
+            raise MissingInput(f"{focal.path}/eval/{run}/seed*/{{{','.join(TEST_SETS)}}}.json", "eval")
+    tests = [test for test in TEST_SETS if set(tasks[tasks.test == test].run) == {"depgpo", "grpo"}]
+    if not tests:
+        raise MissingInput(f"{focal.path}/eval/{{depgpo,grpo}}/seed*/ on a common test set", "eval")
+    figure = Figure(figsize=(6 * len(tests), 3.4), layout="constrained")
+    axes = figure.subplots(1, len(tests), squeeze=False)[0]
+    for panel, (ax, test) in enumerate(zip(axes, tests)):
+        draw_differences(ax, success_difference(tasks[tasks.test == test]),
+                         f"({'ab'[panel]}) {TEST_SETS[test]}, {focal.label}")
+    notes = [f"{TEST_SETS[test]}: no task evaluated for both DepGPO and GRPO"
+             for test in TEST_SETS if test not in tests]
+    return Plot(figure, notes)

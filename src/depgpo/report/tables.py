@@ -1,0 +1,363 @@
+"""The paper's tables (1, 2, 6, 9, 10, 11) computed from a results tree, written as CSV, Markdown and LaTeX.
+
+Each builder returns a `Table`: the display cells (what the paper prints), the numbers behind them (the CSV, so
+that nothing has to be parsed back out of "25.24 ± 1.01"), optional best / second-best marks, and notes that say
+which expected inputs were absent. A builder that finds none of its inputs raises MissingInput.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from depgpo.report.load import MissingInput, ResultsTree, Setting
+
+TEST_SETS = {"test_tb20": "TB2.0", "test_tb21": "TB2.1"}
+METHODS = {"sft": "SFT", "grpo": "GRPO", "dapo": "DAPO", "dppo": "DPPO", "gigpo": "GiGPO", "depgpo": "DepGPO"}
+ABLATIONS = {  # run depgpo_{variant} -> Table 2 row
+    "binary_write": "Binary write contribution",
+    "no_verifier_filter": "Without verifier filtering",
+    "no_read_credit": "Without supporting-read credit",
+    "direct_only": "Direct writes only",
+}
+BETA_PREFIX = "depgpo_beta"
+NOT_AVAILABLE = "–"
+BEST, SECOND = "best", "second"
+
+
+@dataclass
+class Table:
+    caption: str
+    cells: pd.DataFrame  # display text; the index holds the row labels, columns may have two levels
+    numbers: pd.DataFrame  # the values behind the cells, one row per value
+    marks: pd.DataFrame | None = None  # BEST / SECOND / "" per cell
+    notes: list[str] = field(default_factory=list)
+
+    def write(self, out: Path, name: str) -> list[Path]:
+        paths = [out / f"{name}.csv", out / f"{name}.md", out / f"{name}.tex"]
+        self.numbers.to_csv(paths[0], index=False)
+        paths[1].write_text(to_markdown(self, name))
+        paths[2].write_text(to_latex(self, name))
+        return paths
+
+
+# ---------------------------------------------------------------------- statistics
+
+
+def pass_at_1_summary(tree: ResultsTree) -> pd.DataFrame:
+    """model, data, run, test, mean, sd, rounds: pass@1 (%) over the rounds of all seeds pooled; the SD is the
+    sample SD over those rounds, as `depgpo evaluate` reports it (0 for a single round)."""
+    grouped = tree.eval_rounds.groupby(["model", "data", "run", "test"]).pass_at_1
+    summary = grouped.agg(mean="mean", sd="std", rounds="count").reset_index()
+    summary["sd"] = summary["sd"].fillna(0.0)
+    return summary
+
+
+def mean_sd(row: pd.Series) -> str:
+    return f"{row['mean']:.2f} ± {row['sd']:.2f}"
+
+
+def rank_marks(means: pd.Series) -> pd.Series:
+    """BEST on the highest mean, SECOND on the next distinct one (ties share a mark), "" elsewhere."""
+    distinct = sorted(means.dropna().unique(), reverse=True)
+    marks = pd.Series("", index=means.index)
+    if distinct:
+        marks[means == distinct[0]] = BEST
+    if len(distinct) > 1:
+        marks[means == distinct[1]] = SECOND
+    return marks
+
+
+def eval_in_setting(summary: pd.DataFrame, setting: Setting) -> pd.DataFrame:
+    return summary[(summary.model == setting.model) & (summary.data == setting.data)]
+
+
+def missing_eval(setting: Setting, run: str) -> str:
+    return str(MissingInput(f"{setting.path}/eval/{run}/seed*/{{{','.join(TEST_SETS)}}}.json", "eval"))
+
+
+def pass_at_1_rows(evals: pd.DataFrame, runs: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells, numbers) of one setting: a row per run in `runs` that was evaluated, a column per test set."""
+    present = [run for run in runs if run in set(evals.run)]
+    numbers = evals[evals.run.isin(present)].copy()
+    numbers.insert(3, "row", numbers.run.map(runs))
+    cells = pd.DataFrame(NOT_AVAILABLE, index=[runs[run] for run in present], columns=list(TEST_SETS.values()))
+    for _, row in numbers.iterrows():
+        cells.loc[row["row"], TEST_SETS[row["test"]]] = mean_sd(row)
+    return cells, numbers
+
+
+# ---------------------------------------------------------------------- Table 1
+
+
+def table1(tree: ResultsTree, focal: Setting) -> Table:
+    """pass@1 of every method in every setting; best and second-best per setting and test set."""
+    summary = pass_at_1_summary(tree)
+    summary = summary[summary.run.isin(METHODS) & summary.test.isin(TEST_SETS)]
+    if summary.empty:
+        raise MissingInput(f"*/*/eval/{{{','.join(METHODS)}}}/seed*/{{{','.join(TEST_SETS)}}}.json", "eval")
+    settings = [s for s in tree.settings if not eval_in_setting(summary, s).empty]
+    methods = [run for run in METHODS if run in set(summary.run)]
+    columns = pd.MultiIndex.from_tuples([(s.label, test) for s in settings for test in TEST_SETS.values()])
+    rows = [METHODS[run] for run in methods]
+    cells = pd.DataFrame(NOT_AVAILABLE, index=rows, columns=columns)
+    means = pd.DataFrame(math.nan, index=rows, columns=columns)
+    notes = [str(MissingInput(f"*/*/eval/{run}/seed*/*.json", "eval")) for run in METHODS if run not in methods]
+    for setting in settings:
+        evals = eval_in_setting(summary, setting)
+        notes += [missing_eval(setting, run) for run in methods if run not in set(evals.run)]
+        for _, row in evals.iterrows():
+            cell = (METHODS[row["run"]], (setting.label, TEST_SETS[row["test"]]))
+            cells.loc[cell] = mean_sd(row)
+            means.loc[cell] = row["mean"]
+    marks = means.apply(rank_marks)
+    numbers = summary.assign(method=summary.run.map(METHODS), mark=[
+        marks.loc[METHODS[r.run], (Setting(r.model, r.data).label, TEST_SETS[r.test])] for r in summary.itertuples()])
+    caption = ("Task performance on Terminal-Bench 2.0 and 2.1: pass@1 (%), mean ± SD over the evaluation rounds "
+               "of all seeds; bold and underlining mark the best and second-best result per setting and test set.")
+    return Table(caption, cells.rename_axis("Method"), numbers, marks, notes)
+
+
+# ---------------------------------------------------------------------- Table 2
+
+
+def ablation_variants(runs: set[str]) -> dict[str, str]:
+    """run -> row label of the `depgpo_{variant}` runs other than the β sweep, the paper's variants first."""
+    variants = sorted(run.removeprefix("depgpo_") for run in runs
+                      if run.startswith("depgpo_") and not run.startswith(BETA_PREFIX))
+    ordered = [v for v in ABLATIONS if v in variants] + [v for v in variants if v not in ABLATIONS]
+    return {f"depgpo_{v}": ABLATIONS.get(v, v) for v in ordered}
+
+
+def table2(tree: ResultsTree, focal: Setting) -> Table:
+    """Ablations of the focal setting against GRPO and full DepGPO, with each variant's drop from full DepGPO."""
+    evals = eval_in_setting(pass_at_1_summary(tree), focal)
+    variants = ablation_variants(set(evals.run))
+    if not variants:
+        raise MissingInput(f"{focal.path}/eval/depgpo_{{{','.join(ABLATIONS)}}}/seed*/*.json", "eval")
+    runs = {"grpo": "GRPO", **variants, "depgpo": "Full DepGPO"}
+    cells, numbers = pass_at_1_rows(evals, runs)
+    notes = [missing_eval(focal, run) for run in runs if run not in set(evals.run)]
+    full = evals[evals.run == "depgpo"].set_index("test")["mean"]
+    numbers["drop_from_full"] = [full.get(r.test, math.nan) - r.mean if r.run in variants else math.nan
+                                 for r in numbers.itertuples()]
+    for r in numbers.itertuples():
+        if r.run in variants and not math.isnan(r.drop_from_full):
+            arrow = "↓" if r.drop_from_full >= 0 else "↑"
+            cells.loc[r.row, TEST_SETS[r.test]] += f" {arrow} {abs(r.drop_from_full):.2f}"
+    caption = (f"Ablation study of {focal.label}: pass@1 (%), mean ± SD; ↓ marks the drop relative to Full DepGPO "
+               "(↑ a gain).")
+    return Table(caption, cells.rename_axis("Variant"), numbers, notes=notes)
+
+
+# ---------------------------------------------------------------------- Table 9
+
+
+def configured_beta(tree: ResultsTree, setting: Setting, run: str) -> float | None:
+    """credit.beta of a run, from the config its done.json records (None when no seed has finished)."""
+    for done in sorted(tree.root.glob(f"{setting.path}/rl/{run}/seed*/done.json")):
+        return json.loads(done.read_text())["config"]["credit"]["beta"]
+    return None
+
+
+def table9(tree: ResultsTree, focal: Setting) -> Table:
+    """The β sweep: `depgpo_beta{β}` runs and full DepGPO at its configured β."""
+    evals = eval_in_setting(pass_at_1_summary(tree), focal)
+    sweep = {run: float(run.removeprefix(BETA_PREFIX)) for run in set(evals.run) if run.startswith(BETA_PREFIX)}
+    if not sweep:
+        raise MissingInput(f"{focal.path}/eval/{BETA_PREFIX}*/seed*/*.json", "eval")
+    notes = []
+    if "depgpo" not in set(evals.run):
+        notes.append(missing_eval(focal, "depgpo"))
+    else:
+        full_beta = configured_beta(tree, focal, "depgpo")
+        if full_beta is None:
+            done = MissingInput(f"{focal.path}/rl/depgpo/seed*/done.json", "rl")
+            notes.append(f"full DepGPO's β is unknown: {done}")
+        sweep["depgpo"] = math.inf if full_beta is None else full_beta  # an unknown β is listed last
+    labels = {run: (f"{beta:.2f}" if math.isfinite(beta) else "?") + (" (full DepGPO)" if run == "depgpo" else "")
+              for run, beta in sorted(sweep.items(), key=lambda item: item[1])}
+    cells, numbers = pass_at_1_rows(evals, labels)
+    numbers["beta"] = numbers.run.map(sweep).replace(math.inf, math.nan)
+    caption = f"Sensitivity to the dependency-decay coefficient β on {focal.label}: pass@1 (%), mean ± SD."
+    return Table(caption, cells.rename_axis("β"), numbers, notes=notes)
+
+
+# ---------------------------------------------------------------------- Table 10
+
+
+def table10(tree: ResultsTree, focal: Setting) -> Table:
+    """Cost of DepGPO relative to GRPO: wall-clock per update, peak memory, dependency processing per trajectory."""
+    keys = ("time/update_s", "memory/peak_rss_mb")
+    grpo, depgpo = tree.run_metrics(focal, "grpo", keys), tree.run_metrics(focal, "depgpo", (*keys, "time/credit_s"))
+    notes = ["Memory is the trainer process's peak resident set size (the paper reports peak GPU memory); "
+             "wall-clock per update includes the rollouts; dependency processing is the update's time/credit_s "
+             "(credit and advantage computation) over the rollouts it logged."]
+    time_ratio = depgpo["time/update_s"].mean() / grpo["time/update_s"].mean()
+    # ru_maxrss only grows during a run: its peak is the last value; the seeds' peaks are averaged.
+    memory_ratio = (depgpo.groupby("seed")["memory/peak_rss_mb"].max().mean()
+                    / grpo.groupby("seed")["memory/peak_rss_mb"].max().mean())
+    rows = [("Relative wall-clock time / update", "time_per_update_ratio", time_ratio),
+            ("Peak memory (process RSS)", "peak_memory_ratio", memory_ratio)]
+    cells = [["1.00 ×", f"{ratio:.2f} ×", f"{100 * (ratio - 1):+.1f}%"] for _, _, ratio in rows]  # GRPO: the base
+    numbers = [{"metric": key, "grpo": 1.0, "depgpo": ratio, "difference_pct": 100 * (ratio - 1)}
+               for _, key, ratio in rows]
+    processing = NOT_AVAILABLE
+    try:
+        counts = tree.trajectories_per_update(focal, "depgpo")
+    except MissingInput as missing:
+        notes.append(f"dependency processing per trajectory needs the logged rollouts: {missing}")
+    else:
+        per_update = depgpo.merge(counts[counts.trajectories > 0], on=["seed", "update"])  # not skipped updates
+        seconds = (per_update["time/credit_s"] / per_update["trajectories"]).mean()
+        processing = f"{seconds:.3g} s"
+        numbers.append({"metric": "dependency_processing_s_per_trajectory", "grpo": math.nan, "depgpo": seconds,
+                        "difference_pct": math.nan})
+    cells.append([NOT_AVAILABLE, processing, NOT_AVAILABLE])
+    labels = [label for label, _, _ in rows] + ["Dependency processing / trajectory"]
+    frame = pd.DataFrame(cells, index=pd.Index(labels, name="Metric"), columns=["GRPO", "DepGPO", "Difference"])
+    caption = f"Computational cost of DepGPO relative to GRPO on {focal.label} (ratios of means over updates)."
+    return Table(caption, frame, pd.DataFrame(numbers), notes=notes)
+
+
+# ---------------------------------------------------------------------- Table 11
+
+CREDIT = "credit/"
+# Table 11 rows from the per-update means of the credit module's per-trajectory diagnostics
+# (depgpo.credit.explain.trajectory_diagnostics): label -> (numerator, denominator or None, as a percentage).
+TRACE_STATISTICS = {
+    "Commands per trajectory": ("commands", None, False),
+    "Trajectories with usable dependency credit": ("usable", None, True),
+    "Write commands with positive credit": ("positive_write_commands", "write_commands", True),
+    "Read commands with positive credit": ("positive_read_commands", "read_commands", True),
+    "Positive-credit writes with indirect contribution": ("positive_writes_with_indirect", "positive_write_commands",
+                                                          True),
+}
+FALLBACK_LABEL = "Trajectories using the unit-factor fallback"
+
+
+def table11(tree: ResultsTree, focal: Setting) -> Table:
+    """Trace statistics of the DepGPO run, from its `credit/` metrics pooled over updates and seeds."""
+    metrics = tree.run_metrics(focal, "depgpo")
+    # Updates without credit keys (skipped ones) and keys no update reported are left out.
+    credit = metrics[[c for c in metrics.columns if c.startswith(CREDIT)]].dropna(how="all").dropna(axis=1, how="all")
+    if credit.empty:
+        raise MissingInput(f"{focal.path}/rl/depgpo/seed*/metrics.jsonl with credit/ keys", "rl")
+    keys = {c.removeprefix(CREDIT) for c in credit.columns}
+    # Shares are ratios of summed per-update means: each update weighs alike, as each has the same batch size.
+    rows, used = [], set()
+    for label, (part, whole, percent) in TRACE_STATISTICS.items():
+        if part not in keys or (whole is not None and whole not in keys):
+            continue
+        value = credit[CREDIT + part].sum() / (credit[CREDIT + whole].sum() if whole else len(credit))
+        rows.append((label, CREDIT + part, 100 * value if percent else value, percent))
+        used |= {part, whole} - {None}
+        if part == "usable":
+            rows.append((FALLBACK_LABEL, CREDIT + "usable", 100 * (1 - value), True))
+    # A "key=value" rate is absent from an update where no trajectory had that value: there it is 0.
+    rows += [(CREDIT + key, CREDIT + key, credit[CREDIT + key].fillna(0).mean() if "=" in key
+              else credit[CREDIT + key].mean(), False) for key in sorted(keys - used)]
+    cells = pd.DataFrame({"Value": [f"{v:.1f}%" if percent else f"{v:.3g}" for _, _, v, percent in rows]},
+                         index=pd.Index([label for label, *_ in rows], name="Statistic"))
+    numbers = pd.DataFrame([{"statistic": label, "source": key, "value": v, "percent": percent}
+                            for label, key, v, percent in rows])
+    notes = [f"Rows named credit/… are further per-trajectory diagnostics, averaged over the {len(credit)} "
+             f"updates of all seeds; the others pool the updates' per-trajectory means."]
+    return Table(f"Dependency-trace statistics of DepGPO on {focal.label}.", cells, numbers, notes=notes)
+
+
+# ---------------------------------------------------------------------- Table 6
+
+FILTER_ROWS = {"candidates": "Candidate tasks", "zero_success": "Zero successful attempts",
+               "all_success": "All attempts successful", "retained": "Retained tasks",
+               "rl_train": "RL training tasks", "rl_val": "RL validation tasks"}
+
+
+def table6(tree: ResultsTree, focal: Setting) -> Table:
+    """Task selection counts of every setting's filter stage."""
+    summaries, notes = {}, []
+    for setting in tree.settings:
+        try:
+            summaries[setting.label] = tree.filter_summary(setting)
+        except MissingInput as missing:
+            notes.append(str(missing))
+    if not summaries:
+        raise MissingInput("*/*/filter/filter.json", "filter")
+    cells = pd.DataFrame({label: [str(summary[key]) for key in FILTER_ROWS] for label, summary in summaries.items()},
+                         index=pd.Index(list(FILTER_ROWS.values()), name="Setting"))
+    numbers = pd.DataFrame([{"setting": label, **{key: summary[key] for key in (*FILTER_ROWS, "attempts")}}
+                            for label, summary in summaries.items()])
+    attempts = sorted({summary["attempts"] for summary in summaries.values()})
+    caption = f"Task selection with {' / '.join(map(str, attempts))} attempts per candidate task."
+    return Table(caption, cells, numbers, notes=notes)
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+def flat_columns(columns: pd.Index) -> list[str]:
+    return [" ".join(c) if isinstance(c, tuple) else str(c) for c in columns]
+
+
+def marked_cells(table: Table, best: str, second: str) -> pd.DataFrame:
+    """The cells with the mark templates applied ("{}" stands for the cell's text)."""
+    if table.marks is None:
+        return table.cells
+    templates = table.marks.replace({BEST: best, SECOND: second, "": "{}"})
+    text = [[template.format(cell) for cell, template in zip(cells, row_templates)]
+            for cells, row_templates in zip(table.cells.values, templates.values)]
+    return pd.DataFrame(text, index=table.cells.index, columns=table.cells.columns)
+
+
+def to_markdown(table: Table, name: str) -> str:
+    cells = marked_cells(table, "**{}**", "<u>{}</u>")
+    header = [cells.index.name or ""] + flat_columns(cells.columns)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join([":---"] + ["---:"] * len(cells.columns)) + "|"]
+    lines += ["| " + " | ".join([str(label), *row]) + " |" for label, row in zip(cells.index, cells.values)]
+    notes = "".join(f"\n- {note}" for note in table.notes)
+    return f"**{name}.** {table.caption}\n\n" + "\n".join(lines) + "\n" + (f"\nNotes:{notes}\n" if notes else "")
+
+
+LATEX_REPLACEMENTS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                      "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                      "±": r"$\pm$", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "×": r"$\times$", "β": r"$\beta$",
+                      "–": "--", "…": r"\ldots{}", "<": r"\textless{}", ">": r"\textgreater{}"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_REPLACEMENTS.get(char, char) for char in str(text))
+
+
+def latex_header(columns: pd.Index, corner: str) -> list[str]:
+    """Header rows; the upper level of two-level columns spans its runs of equal labels."""
+    if not isinstance(columns, pd.MultiIndex):
+        return [" & ".join([latex_escape(corner), *map(latex_escape, columns)]) + r" \\"]
+    groups: list[list] = []
+    for top, _ in columns:
+        if groups and groups[-1][0] == top:
+            groups[-1][1] += 1
+        else:
+            groups.append([top, 1])
+    top_row = "".join(f" & \\multicolumn{{{n}}}{{c}}{{{latex_escape(label)}}}" for label, n in groups)
+    rules, start = [], 2
+    for _, n in groups:
+        rules.append(f"\\cmidrule(lr){{{start}-{start + n - 1}}}")
+        start += n
+    bottom_row = " & ".join([latex_escape(corner), *(latex_escape(sub) for _, sub in columns)])
+    return [top_row + r" \\", " ".join(rules), bottom_row + r" \\"]
+
+
+def to_latex(table: Table, name: str) -> str:
+    escaped = Table(table.caption, table.cells.map(latex_escape), table.numbers, table.marks, table.notes)
+    cells = marked_cells(escaped, r"\textbf{{{}}}", r"\underline{{{}}}")
+    body = [" & ".join([latex_escape(label), *row]) + r" \\" for label, row in zip(cells.index, cells.values)]
+    lines = [r"\begin{table}[t]", r"\centering", f"\\caption{{{latex_escape(table.caption)}}}",
+             f"\\label{{tab:{name}}}", f"\\begin{{tabular}}{{l{'c' * len(cells.columns)}}}", r"\toprule",
+             *latex_header(cells.columns, cells.index.name or ""), r"\midrule", *body, r"\bottomrule",
+             r"\end{tabular}", r"\end{table}"]
+    lines += [f"% note: {note}" for note in table.notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,101 @@
+"""The pipeline stages for real, at the smallest size: SFT data from oracle episodes, SFT, RL that resumes after a
+kill, and the whole CI-scale Snakemake DAG (which also checks that a completed DAG reruns nothing)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+
+def depgpo(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "depgpo", *args], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def sft_policy(tmp_path_factory):
+    """Two generated tasks, their oracle conversations, and a briefly fine-tuned tiny policy."""
+    root = tmp_path_factory.mktemp("pipeline")
+    depgpo("generate-tasks", "--out", str(root / "tasks"), "--pool", "2", "--test", "0", "--seed", "3",
+           "--families", "supporting_read,required_deletion")
+    sft = root / "sft"
+    depgpo("sft-data", "--tasks", str(root / "tasks" / "pool"), "--out", str(sft / "conversations.jsonl"),
+           "--reference", str(sft / "reference_credit.json"), "--variants", "1", "scale=ci")
+    depgpo("sft", "--data", str(sft / "conversations.jsonl"), "--out", str(sft), "scale=ci", "sft.epochs=5")
+    train = root / "rl_train.txt"
+    train.write_text("".join(f"{d}\n" for d in sorted((root / "tasks" / "pool").iterdir()) if d.is_dir()))
+    return root, sft / "checkpoint", train
+
+
+def test_sft_data_are_passing_oracle_conversations(sft_policy):
+    root, _, _ = sft_policy
+    conversations = [json.loads(line) for line in (root / "sft" / "conversations.jsonl").read_text().splitlines()]
+    assert len(conversations) == 2 and all(c["reward"] == 1.0 for c in conversations)
+    tool_calls = [m for c in conversations for m in c["messages"] if m.get("tool_calls")]
+    assert tool_calls and all(m["tool_calls"][0]["function"]["name"] == "bash" for m in tool_calls)
+    reference = json.loads((root / "sft" / "reference_credit.json").read_text())["trajectories"]
+    assert all(0.0 < t["connected_fraction"] <= 1.0 for t in reference)  # every oracle touches what E holds
+
+
+def test_rl_resumes_from_its_last_checkpoint_after_a_kill(sft_policy, tmp_path):
+    _, checkpoint, train = sft_policy
+    out = tmp_path / "rl"
+    args = [sys.executable, "-m", "depgpo", "rl", "--policy", str(checkpoint), "--train", str(train), "--out",
+            str(out), "scale=ci", "method=depgpo", "rl.updates=3", "rl.checkpoint_every=1", "rl.k=2",
+            "rl.tasks_per_update=1"]
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoint" / "trainer_state.pt").exists():
+        assert time.monotonic() < deadline and first.poll() is None, "no checkpoint was written"
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert not (out / "done.json").exists()
+    resumed = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    updates = [json.loads(line)["update"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert updates == [0, 1, 2]  # no update lost, none counted twice
+    assert json.loads((out / "done.json").read_text())["updates"] == 3
+    again = subprocess.run(args, capture_output=True, text=True, timeout=120)  # a finished run does nothing
+    assert again.returncode == 0 and "update" not in again.stdout
+
+
+def test_ci_dag_end_to_end(tmp_path):
+    """The CI variant of the reproduction DAG, then a second invocation that must find nothing to do."""
+    base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "2",
+            "--config", "scale=ci"]
+    run = subprocess.run(base, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = tmp_path / "results" / "ci" / "report"
+    for name in ["table1.md", "table1.tex", "table1.csv", "table6.csv", "table11.csv", "fig1a.png", "fig1d.pdf",
+                 "fig5.png", "fig6.png"]:
+        assert (report / name).stat().st_size > 0, name
+    metrics = tmp_path / "results/ci/tiny/tiny/rl/depgpo/seed0/metrics.jsonl"
+    assert len(metrics.read_text().splitlines()) == 2
+    rerun = subprocess.run(base + ["-n"], capture_output=True, text=True, timeout=120)
+    assert "Nothing to be done" in rerun.stdout + rerun.stderr
+
+
+@pytest.mark.parametrize("method", ["grpo", "dapo", "dppo", "gigpo", "depgpo"])
+def test_every_method_takes_a_real_update(sft_policy, tmp_path, method):
+    """One update per method: rollouts in the sandbox, the method's estimator and verl loss, an AdamW step."""
+    _, checkpoint, train = sft_policy
+    out = tmp_path / method
+    depgpo("rl", "--policy", str(checkpoint), "--train", str(train), "--out", str(out), "scale=ci",
+           f"method={method}", "rl.updates=1", "rl.k=2", "rl.tasks_per_update=1",
+           "algorithm.filter_groups.max_num_gen_batches=1")
+    (metrics,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["update"] == 0 and "train/reward_mean" in metrics
+    if "actor/grad_norm" in metrics:  # DAPO may drop a group whose rewards are all equal: then no step
+        assert metrics["actor/grad_norm"] >= 0.0
+    assert (out / "checkpoint" / "trainer_state.pt").is_file()
