@@ -91,19 +91,19 @@ class RLTrainer:
                     for k in range(self.cfg.rl.k)]
         return Group(task, rollouts)
 
-    def collect(self, update: int) -> tuple[list[Group], int]:
-        """tasks_per_update groups; with DAPO's dynamic sampling, groups whose rewards are all equal are replaced
-        by fresh ones, for at most max_num_gen_batches batches of draws (then the informative ones are kept)."""
+    def collect(self, update: int) -> tuple[list[Group], list[Group]]:
+        """(kept, dropped) groups: tasks_per_update groups; with DAPO's dynamic sampling, groups whose rewards are all
+        equal are dropped and replaced by fresh ones, for at most max_num_gen_batches batches of draws."""
         rng = random.Random(hash((self.cfg.seed, update)))
         filtering = self.cfg.algorithm.filter_groups.enable
         max_draws = self.cfg.rl.tasks_per_update * max(1, self.cfg.algorithm.filter_groups.max_num_gen_batches)
-        kept, dropped, draw = [], 0, 0
+        kept, dropped, draw = [], [], 0
         while len(kept) < self.cfg.rl.tasks_per_update and draw < (max_draws if filtering else
                                                                   self.cfg.rl.tasks_per_update):
             group = self._rollout_group(rng.choice(self.tasks), update, draw)
             draw += 1
             if filtering and not is_informative([r.reward for r in group.rollouts]):
-                dropped += 1
+                dropped.append(group)
                 continue
             kept.append(group)
         return kept, dropped
@@ -208,12 +208,13 @@ class RLTrainer:
                 t0 = time.monotonic()
                 groups, dropped = self.collect(update)
                 rollout_s = time.monotonic() - t0
-                if not groups:
-                    metrics = {"train/skipped": 1.0}
-                else:
+                if groups:
                     metrics = self.step(groups)
+                else:  # DAPO dropped every group: no gradient step, but the reward of what was sampled is known
+                    rewards = [r.reward for g in dropped for r in g.rollouts]
+                    metrics = {"train/skipped": 1.0, "train/reward_mean": sum(rewards) / len(rewards)}
                 metrics.update({"update": update, "time/rollout_s": rollout_s, "time/update_s": time.monotonic() - t0,
-                                "dapo/dropped_groups": dropped,
+                                "dapo/dropped_groups": len(dropped),
                                 "memory/peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
                 for key, value in metrics.items():
                     if key != "update":
