@@ -178,7 +178,8 @@ class Episode:
                 data = fh.read()
         except FileNotFoundError:
             return
-        # Feed whole lines only; the parser buffers, but a half-written UTF-8 sequence must not be decoded early.
+        # Whole lines only: strace may be mid-line, and a half-written UTF-8 sequence must not be decoded early.
+        data = data[:data.rfind(b"\n") + 1]
         self._trace_offset += len(data)
         self.parser.feed(data.decode("utf-8", "replace"))
         self.timings["parse_s"] += time.monotonic() - t0
@@ -207,9 +208,6 @@ class Episode:
         self.commands.append(record)
         self._save()
         return record
-
-    def _index_of(self, fx) -> int:
-        return len(self.commands)  # effects are always those of the command being recorded
 
     def _effects_record(self, fx) -> dict:
         renamed_to = {dst for _, dst in fx.renamed}
@@ -243,7 +241,7 @@ class Episode:
         # A background job may exec its program after the marker: names are refreshed from the parser later.
         for proc in [*fx.spawned, *fx.killed, *fx.probed, *self.parser.alive_processes()]:
             self._process_names[proc.pid] = proc.name
-        probed = [p for p in fx.probed if p.owner != self._index_of(fx)]  # `ps` seeing its own pipeline is no probe
+        probed = [p for p in fx.probed if p.owner != len(self.commands)]  # `ps` seeing its own pipeline: no probe
         def relevant(path: str) -> bool:
             # Every program reads /etc (ld.so.cache, nsswitch.conf, ...): such a read matters only for a file
             # that an agent command wrote (copy-on-write), since only then can it carry a dependency.
