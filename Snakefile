@@ -3,7 +3,7 @@
 #
 #   snakemake                          the tiny DAG on this machine (scale=tiny; workflow/profiles/default)
 #   snakemake --config scale=ci        the CI smoke variant
-#   snakemake rl_depgpo_beta0.25       one RL run (and what it needs); likewise sft, filter, eval_grpo, report
+#   snakemake rl_depgpo_beta0.25       one RL run in every setting and seed (and what it needs): rl_grpo, ...
 #   snakemake report -f                regenerate tables and figures from results/ only
 #   snakemake --profile slurm          the paper's grid as Slurm GPU jobs (config/scale/paper.yaml)
 import sys

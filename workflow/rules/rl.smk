@@ -1,11 +1,12 @@
-# One rule per RL run, so that a run can be (re)made by name: `snakemake rl_depgpo_beta0.25`.
-# A run resumes from its last checkpoint when the rule is rerun after a kill (depgpo.train.rl).
+# RL runs. `rl_job_{run}` trains one run of one setting and seed; `rl_{run}` (no wildcards) asks for that run in
+# every setting and seed, so a run can be (re)made by name: `snakemake rl_depgpo_beta0.25`.
+# A run resumes from its last checkpoint when its job is rerun after a kill (depgpo.train.rl).
 
 for _run in RUNS:
 
     rule:
         name:
-            f"rl_{_run}"
+            f"rl_job_{_run}"
         input:
             policy=f"{R}/{{model}}/{{data}}/sft/checkpoint",
             train=f"{R}/{{model}}/{{data}}/filter/rl_train.txt",
@@ -25,3 +26,9 @@ for _run in RUNS:
         shell:
             "{params.depgpo} rl --policy {input.policy} --train {input.train} --out {params.out}"
             " {params.overrides} {params.run} seed={wildcards.seed} > {log} 2>&1"
+
+    rule:
+        name:
+            f"rl_{_run}"
+        input:
+            expand(f"{R}/{{setting}}/rl/{_run}/seed{{seed}}/done.json", setting=SETTINGS, seed=SEEDS),
