@@ -48,7 +48,7 @@ def _open_beneath(base: Path, relative: str) -> int:
 
 def read_text(layout: SandboxLayout, sandbox_path: str, limit: int = TEXT_MAX_BYTES) -> str | None:
     """A small sandbox file's text, or None if absent, a symlink anywhere on its path, or unreadable."""
-    backing = _backing(layout, sandbox_path)
+    backing = layout.backing(sandbox_path)
     if backing is None:
         return None
     try:
@@ -69,20 +69,9 @@ class FileVersion:
 MISSING = FileVersion(exists=False)
 
 
-def _backing(layout: SandboxLayout, sandbox_path: str) -> tuple[Path, str] | None:
-    """(host directory, path relative to it) for sandbox paths the harness may read."""
-    for mount, host in layout.writable.items():
-        if sandbox_path == mount or sandbox_path.startswith(mount.rstrip("/") + "/"):
-            return host, os.path.relpath(sandbox_path, mount)
-    top = sandbox_path.strip("/").split("/", 1)[0]
-    if top in ("usr", "etc", "opt", "var"):
-        return layout.root / "upper", sandbox_path.lstrip("/")
-    return None
-
-
 def read_version(layout: SandboxLayout, sandbox_path: str) -> FileVersion | None:
     """The current version of a sandbox file; None when it lives where the harness does not look (tmpfs, lower)."""
-    backing = _backing(layout, sandbox_path)
+    backing = layout.backing(sandbox_path)
     if backing is None:
         return None
     base, rel = backing

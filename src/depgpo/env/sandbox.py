@@ -73,18 +73,20 @@ class SandboxLayout:
     def trace_log(self) -> Path:
         return self.root / self.trace_name
 
-    def host_path(self, sandbox_path: str) -> Path | None:
-        """Where a sandbox path's current content lives on the host (None for tmpfs / untracked locations)."""
+    def backing(self, sandbox_path: str) -> tuple[Path, str] | None:
+        """(host directory, path relative to it) that holds what the episode wrote at `sandbox_path`: a writable
+        mount's directory, or the overlay's upper layer for the copy-on-write system directories (never the host's
+        own files); None for tmpfs locations."""
         for mount, host in self.writable.items():
             if sandbox_path == mount or sandbox_path.startswith(mount.rstrip("/") + "/"):
-                return host / os.path.relpath(sandbox_path, mount)
-        top = sandbox_path.strip("/").split("/", 1)[0]
-        if top in COW_DIRS:
-            upper = self.root / "upper" / sandbox_path.lstrip("/")
-            if os.path.lexists(upper):
-                return upper
-            return Path(sandbox_path)  # unchanged lower layer: the host's own file
+                return host, os.path.relpath(sandbox_path, mount)
+        if sandbox_path.strip("/").split("/", 1)[0] in COW_DIRS:
+            return self.root / "upper", sandbox_path.lstrip("/")
         return None
+
+    def host_path(self, sandbox_path: str) -> Path | None:
+        backing = self.backing(sandbox_path)
+        return None if backing is None else backing[0] / backing[1]
 
     def prepare(self) -> None:
         """Create the directories with the episode uid as owner (inside they appear owned by root)."""
