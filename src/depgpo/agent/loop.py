@@ -9,6 +9,8 @@ so per-turn step factors map onto tokens.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,7 @@ UNPARSEABLE_OBSERVATION = "could not parse the reply: answer with <bash>COMMAND<
 class AgentConfig:
     max_turns: int = 8
     max_context_tokens: int = 1024   # stop before the context outgrows the model (its position embeddings)
+    workers: int = 1                 # rollouts run side by side (threads: the model and the sandbox release the GIL)
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)
 
 
@@ -82,13 +85,25 @@ def run_rollout(policy, task: Task, config: AgentConfig, seed: int, out_dir: Pat
     )
 
 
+def iter_rollouts(policy, jobs: list[tuple[Task, int]], config: AgentConfig) -> Iterator[Rollout]:
+    """run_rollout for each (task, seed), `config.workers` at a time, yielded in the order of `jobs`.
+
+    Each rollout draws from its own seeded generator, so the results do not depend on the number of workers.
+    """
+    if config.workers <= 1 or len(jobs) <= 1:
+        yield from (run_rollout(policy, task, config, seed) for task, seed in jobs)
+        return
+    with ThreadPoolExecutor(max_workers=config.workers) as pool:
+        yield from pool.map(lambda job: run_rollout(policy, job[0], config, job[1]), jobs)
+
+
 def attempt_tasks(policy, tasks: list[Task], attempts: int, config: AgentConfig, seed: int,
                   progress: str | None = None) -> dict[str, list[float]]:
     """Rewards of `attempts` independent rollouts per task (filtering and evaluation rounds)."""
-    rewards: dict[str, list[float]] = {}
-    for i, task in enumerate(tasks):
-        rewards[task.id] = [run_rollout(policy, task, config, seed=seed * 100_003 + i * 101 + a).reward
-                            for a in range(attempts)]
-        if progress:
-            print(f"[{progress}] {i + 1}/{len(tasks)} {task.id}: {rewards[task.id]}", flush=True)
+    jobs = [(task, seed * 100_003 + i * 101 + a) for i, task in enumerate(tasks) for a in range(attempts)]
+    rewards: dict[str, list[float]] = {task.id: [] for task in tasks}
+    for n, ((task, _), rollout) in enumerate(zip(jobs, iter_rollouts(policy, jobs, config)), start=1):
+        rewards[task.id].append(rollout.reward)
+        if progress and n % attempts == 0:
+            print(f"[{progress}] {n // attempts}/{len(tasks)} {task.id}: {rewards[task.id]}", flush=True)
     return rewards

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from depgpo.agent.loop import AgentConfig, Rollout, run_rollout
+from depgpo.agent.loop import AgentConfig, Rollout, iter_rollouts
 from depgpo.algos.dapo import is_informative, overlong_penalty
 from depgpo.algos.losses import actor_loss, build_actor_config
 from depgpo.algos.metrics import gradient_norm, token_entropy, update_metrics
@@ -39,7 +39,7 @@ class Group:
 
 def agent_config(cfg: DictConfig) -> AgentConfig:
     return AgentConfig(max_turns=cfg.agent.max_turns, max_context_tokens=cfg.agent.max_context_tokens,
-                       episode=EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s))
+                       workers=cfg.agent.workers, episode=EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s))
 
 
 def make_policy(model, tokenizer, cfg: DictConfig, temperature: float | None = None) -> Policy:
@@ -63,10 +63,12 @@ class RLTrainer:
         self.model, self.tokenizer = load_policy(self.checkpoint_dir if resume else policy_dir)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
         self.start_update = 0
+        self.tasks_drawn = 0  # position in the stream of shuffled epochs over the training tasks
         if resume:
             state = torch.load(self.checkpoint_dir / "trainer_state.pt", weights_only=False)
             self.optimizer.load_state_dict(state["optimizer"])
             self.start_update = state["next_update"]
+            self.tasks_drawn = state.get("tasks_drawn", 0)
             self._drop_metrics_after(self.start_update)
         elif self.out_dir.exists():  # a run killed before its first checkpoint: start clean
             shutil.rmtree(self.out_dir)
@@ -84,28 +86,38 @@ class RLTrainer:
             path.write_text("".join(line + "\n" for line in kept))
 
     # ------------------------------------------------------------------ rollouts
-    def _rollout_group(self, task: Task, update: int, draw: int) -> Group:
+    def _rollout_groups(self, draws: list[tuple[Task, int]], update: int) -> list[Group]:
+        """K rollouts of each drawn (task, draw number), all run side by side (agent.workers)."""
         self.model.eval()
-        rollouts = [run_rollout(self.policy, task, self.agent_config,
-                                seed=hash((self.cfg.seed, update, draw, k)) % (2**31))
-                    for k in range(self.cfg.rl.k)]
-        return Group(task, rollouts)
+        k = self.cfg.rl.k
+        jobs = [(task, hash((self.cfg.seed, update, draw, i)) % (2**31)) for task, draw in draws for i in range(k)]
+        rollouts = list(iter_rollouts(self.policy, jobs, self.agent_config))
+        return [Group(task, rollouts[g * k:(g + 1) * k]) for g, (task, _) in enumerate(draws)]
+
+    def _draw_task(self) -> Task:
+        """The next training task: shuffled epochs, each task once per epoch (as verl's data loader serves them),
+        so that the reward of one epoch is comparable with the next, whatever the tasks' difficulty."""
+        epoch, position = divmod(self.tasks_drawn, len(self.tasks))
+        order = list(self.tasks)
+        random.Random(hash((self.cfg.seed, epoch))).shuffle(order)
+        self.tasks_drawn += 1
+        return order[position]
 
     def collect(self, update: int) -> tuple[list[Group], list[Group]]:
         """(kept, dropped) groups: tasks_per_update groups; with DAPO's dynamic sampling, groups whose rewards are all
         equal are dropped and replaced by fresh ones, for at most max_num_gen_batches batches of draws."""
-        rng = random.Random(hash((self.cfg.seed, update)))
+        wanted = self.cfg.rl.tasks_per_update
         filtering = self.cfg.algorithm.filter_groups.enable
-        max_draws = self.cfg.rl.tasks_per_update * max(1, self.cfg.algorithm.filter_groups.max_num_gen_batches)
+        max_draws = wanted * max(1, self.cfg.algorithm.filter_groups.max_num_gen_batches) if filtering else wanted
         kept, dropped, draw = [], [], 0
-        while len(kept) < self.cfg.rl.tasks_per_update and draw < (max_draws if filtering else
-                                                                  self.cfg.rl.tasks_per_update):
-            group = self._rollout_group(rng.choice(self.tasks), update, draw)
-            draw += 1
-            if filtering and not is_informative([r.reward for r in group.rollouts]):
-                dropped.append(group)
-                continue
-            kept.append(group)
+        while len(kept) < wanted and draw < max_draws:
+            batch = [(self._draw_task(), draw + i) for i in range(min(wanted - len(kept), max_draws - draw))]
+            draw += len(batch)
+            for group in self._rollout_groups(batch, update):
+                if filtering and not is_informative([r.reward for r in group.rollouts]):
+                    dropped.append(group)
+                else:
+                    kept.append(group)
         return kept, dropped
 
     # ------------------------------------------------------------------ batch and advantages
@@ -186,7 +198,8 @@ class RLTrainer:
         staging = self.out_dir / "checkpoint.tmp"
         shutil.rmtree(staging, ignore_errors=True)
         save_policy(self.model, self.tokenizer, staging)
-        torch.save({"optimizer": self.optimizer.state_dict(), "next_update": next_update},
+        torch.save({"optimizer": self.optimizer.state_dict(), "next_update": next_update,
+                    "tasks_drawn": self.tasks_drawn},
                    staging / "trainer_state.pt")
         old = self.out_dir / "checkpoint.old"
         if self.checkpoint_dir.exists():
@@ -206,6 +219,7 @@ class RLTrainer:
             for update in range(self.start_update, self.cfg.rl.updates):
                 torch.manual_seed(hash((self.cfg.seed, update)) % (2**31))
                 t0 = time.monotonic()
+                epoch = self.tasks_drawn // len(self.tasks)
                 groups, dropped = self.collect(update)
                 rollout_s = time.monotonic() - t0
                 if groups:
@@ -213,7 +227,7 @@ class RLTrainer:
                 else:  # DAPO dropped every group: no gradient step, but the reward of what was sampled is known
                     rewards = [r.reward for g in dropped for r in g.rollouts]
                     metrics = {"train/skipped": 1.0, "train/reward_mean": sum(rewards) / len(rewards)}
-                metrics.update({"update": update, "time/rollout_s": rollout_s, "time/update_s": time.monotonic() - t0,
+                metrics.update({"update": update, "train/epoch": epoch, "time/rollout_s": rollout_s, "time/update_s": time.monotonic() - t0,
                                 "dapo/dropped_groups": len(dropped),
                                 "memory/peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
                 for key, value in metrics.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from depgpo.agent.loop import AgentConfig
@@ -51,29 +52,36 @@ def connected_fraction(trajectory: dict) -> float:
     return sum(c.q > 0 for c in result.commands) / len(result.commands)
 
 
+def run_scripted(task, commands: list[str], agent: AgentConfig) -> tuple[list[dict], dict, dict]:
+    """(command records, verifier result, trajectory) of one episode that runs `commands` in order."""
+    with Episode(task, agent.episode) as episode:
+        records = [episode.run_command(c, turn=t) for t, c in enumerate(commands)]
+        verifier = episode.verify()
+        return records, verifier, episode.trajectory()
+
+
 def build_sft_data(task_dirs: list[Path], out_jsonl: Path, reference_json: Path, agent: AgentConfig,
                    variants_per_task: int, max_distractors: int, seed: int) -> dict:
     """Write conversations (JSONL) and the reference-credit summary; returns counts."""
     rng = random.Random(seed)
+    scripts = []  # (task, commands), drawn in a fixed order so the data do not depend on agent.workers
+    for task_dir in task_dirs:
+        task = load_task(task_dir)
+        oracle, distractors = oracle_commands(task_dir), distractor_commands(task_dir)
+        for variant in range(variants_per_task):
+            scripts.append((task, with_distractors(oracle, distractors, rng, 0 if variant == 0 else max_distractors)))
     kept, failed, references = 0, 0, []
     out_jsonl.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_jsonl, "w") as out:
-        for task_dir in task_dirs:
-            task = load_task(task_dir)
-            oracle, distractors = oracle_commands(task_dir), distractor_commands(task_dir)
-            for variant in range(variants_per_task):
-                commands = with_distractors(oracle, distractors, rng, 0 if variant == 0 else max_distractors)
-                with Episode(task, agent.episode) as episode:
-                    records = [episode.run_command(c, turn=t) for t, c in enumerate(commands)]
-                    verifier = episode.verify()
-                    trajectory = episode.trajectory()
-                references.append({"task": task.id, "commands": len(commands), "reward": verifier["reward"],
-                                   "connected_fraction": connected_fraction(trajectory)})
-                if verifier["reward"] < 1.0:
-                    failed += 1
-                    continue
-                out.write(json.dumps({"task": task.id, "reward": verifier["reward"],
-                                      "messages": to_messages(task.instruction, commands, records)}) + "\n")
-                kept += 1
+    with open(out_jsonl, "w") as out, ThreadPoolExecutor(max_workers=max(1, agent.workers)) as pool:
+        episodes = pool.map(lambda script: run_scripted(script[0], script[1], agent), scripts)
+        for (task, commands), (records, verifier, trajectory) in zip(scripts, episodes):
+            references.append({"task": task.id, "commands": len(commands), "reward": verifier["reward"],
+                               "connected_fraction": connected_fraction(trajectory)})
+            if verifier["reward"] < 1.0:
+                failed += 1
+                continue
+            out.write(json.dumps({"task": task.id, "reward": verifier["reward"],
+                                  "messages": to_messages(task.instruction, commands, records)}) + "\n")
+            kept += 1
     reference_json.write_text(json.dumps({"trajectories": references}, indent=1))
     return {"conversations": kept, "failed_oracle_runs": failed}
