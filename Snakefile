@@ -15,8 +15,12 @@ CFG = compose([f"scale={SCALE}"])
 R = f"results/{SCALE}"
 DEPGPO = f"{sys.executable} -m depgpo"  # the interpreter running Snakemake has the package installed
 SETTINGS = [f"{s['model']}/{s['data']}" for s in CFG.settings]
-RUNS = list(CFG.methods) + [f"depgpo_beta{b}" for b in CFG.betas if float(b) != 0.5] \
-    + [f"depgpo_{v}" for v in CFG.ablations]
+FOCAL = f"{CFG.focal_setting.model}/{CFG.focal_setting.data}"  # where the beta sweep and ablations run (Tables 2, 9)
+if FOCAL not in SETTINGS:
+    raise ValueError(f"config focal_setting {FOCAL} is not one of settings ({', '.join(SETTINGS)})")
+SWEEP = [f"depgpo_beta{b}" for b in CFG.betas if float(b) != 0.5] + [f"depgpo_{v}" for v in CFG.ablations]
+RUNS = list(CFG.methods) + SWEEP
+RUN_SETTINGS = {run: [FOCAL] if run in SWEEP else SETTINGS for run in RUNS}  # every method in every setting
 SEEDS = list(CFG.seeds)
 TEST_SETS = ["test_tb20", "test_tb21"]
 

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine for depgpo: system tools for the traced sandbox, then a virtualenv in .venv.
 # Idempotent: rerunning it only installs what is missing.
+#   bash envs/setup.sh        what the pipeline needs
+#   bash envs/setup.sh test   also what the tests need: a real single-node Slurm (with accounting) for tests/test_slurm.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # strace + bubblewrap: the sandbox and its tracer; python3-pytest: verifiers run pytest inside episodes, offline;
 # util-linux provides unshare/setpriv/prlimit; iproute2 gives `ip` inside tasks; curl for tasks that use it locally.
 DEBIAN_PACKAGES="strace bubblewrap util-linux python3 python3-pytest iproute2 procps curl"
+if [ "${1:-}" = "test" ]; then
+  # slurmctld/slurmd/slurmdbd + MariaDB (sacct needs accounting) + munge: the test cluster of tests/slurm_cluster.py
+  DEBIAN_PACKAGES="$DEBIAN_PACKAGES munge slurmctld slurmd slurm-client slurmdbd mariadb-server"
+fi
 missing=$(for p in $DEBIAN_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -20,5 +26,5 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[verl,workflow,test]" 2>&1 \
   | grep -v "^WARNING: Location" || true
-.venv/bin/python -c "import depgpo, torch, verl.trainer.ppo.core_algos" \
+.venv/bin/python -c "import depgpo, torch, verl.trainer.ppo.core_algos, verl.experimental.agent_loop.agent_loop" \
   || { echo "envs/setup.sh: the virtualenv is incomplete (see pip output above)" >&2; exit 1; }

@@ -25,6 +25,8 @@ SUBCOMMANDS = {
     "filter": ("depgpo.stages", "add_filter", "run_filter", "four-attempt task selection (Table 6)"),
     "rl": ("depgpo.stages", "add_rl", "run_rl", "RL training with one of the compared methods (resumable)"),
     "evaluate": ("depgpo.stages", "add_evaluate", "run_evaluate", "pass@1 over several rounds on a test set"),
+    "launch": ("depgpo.launch", "add_arguments", "run",
+               "run a GPU stage as a submitit job (Slurm where present) and wait for it"),
     "report": ("depgpo.report.cli", "add_arguments", "run", "the paper's tables and figures from results/"),
 }
 

@@ -51,21 +51,36 @@ def _task_dirs(path: Path) -> list[Path]:
 
 # --------------------------------------------------------------------------- sft-data
 def add_sft_data(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", type=Path, required=True, help="task set directory (oracle solutions inside)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tasks", type=Path, help="generated task set: run its oracle solutions in the sandbox")
+    source.add_argument("--import", dest="import_from", type=Path, metavar="FILE",
+                        help="user-given conversations (JSONL or Parquet of chat messages): check and normalise")
     parser.add_argument("--out", type=Path, required=True, help="conversations JSONL to write")
     parser.add_argument("--reference", type=Path, required=True, help="reference_credit.json to write (Fig. 1d)")
     parser.add_argument("--variants", type=int, default=3, help="conversations per task (distractor placements)")
     parser.add_argument("--max-distractors", type=int, default=2)
+    parser.add_argument("--reference-sample", type=int, default=500,
+                        help="with --import: conversations whose static credit makes the Figure 1(d) reference")
     _overrides(parser)
 
 
 def run_sft_data(args: argparse.Namespace) -> int:
-    from depgpo.train.rl import agent_config
-    from depgpo.train.sft_data import build_sft_data
-
     cfg = _compose(args)
-    counts = build_sft_data(_task_dirs(args.tasks), args.out, args.reference, agent_config(cfg), args.variants,
-                            args.max_distractors, cfg.seed)
+    if args.import_from is not None:
+        from depgpo.train.sft_import import ConversationError, import_conversations
+
+        try:
+            counts = import_conversations(args.import_from, args.out, args.reference, args.reference_sample,
+                                          cfg.seed)
+        except ConversationError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    else:
+        from depgpo.train.rl import agent_config
+        from depgpo.train.sft_data import build_sft_data
+
+        counts = build_sft_data(_task_dirs(args.tasks), args.out, args.reference, agent_config(cfg), args.variants,
+                                args.max_distractors, cfg.seed)
     print(json.dumps(counts))
     return 0 if counts["conversations"] else 1
 
@@ -143,7 +158,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     policy = _policy(args.policy, cfg, cfg.eval.temperature)  # loaded once for all test sets
     for task_set in args.tasks:
         tasks = [load_task(d) for d in _task_dirs(task_set)]
-        result = evaluate(policy, tasks, agent_config(cfg), cfg.eval.rounds, cfg.seed, args.run, task_set.name)
-        write_evaluation(result, args.out / f"{task_set.name}.json")
-        print(f"{args.run} on {task_set.name}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")
+        result = evaluate(policy, tasks, agent_config(cfg), cfg.eval.rounds, cfg.seed, args.run, task_set.stem)
+        write_evaluation(result, args.out / f"{task_set.stem}.json")
+        print(f"{args.run} on {task_set.stem}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")
     return 0

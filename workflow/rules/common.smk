@@ -3,6 +3,46 @@ import os
 
 from depgpo.config import run_overrides
 
+# GPU stages (sft, filter, rl, evaluate) run as submitit jobs with `launcher: submitit` (the slurm profile sets it):
+# `depgpo launch` submits the same depgpo command and waits for it. Otherwise they run here, in the rule's process.
+LAUNCHER = config.get("launcher", "none")
+if LAUNCHER not in ("none", "submitit"):
+    raise ValueError(f"workflow config launcher={LAUNCHER!r}: use none (run here) or submitit (Slurm or local jobs)")
+
+
+def gpu_stage(stage):
+    """The command prefix of a GPU stage's rule."""
+    return DEPGPO if LAUNCHER == "none" else f"{DEPGPO} launch --stage {stage} --"
+
+
+# Task sets. Generated ones (data=tiny; test sets without a path) come from `generate_tasks` and are read as their
+# directory; a user's data set (data.tasks, eval.test_sets.*) is first checked by `data_check`, and stages read the
+# list of its runnable tasks. It is not a Snakemake input, so that a dry run works where the data are absent.
+DATA = {s["data"]: compose([f"scale={SCALE}", f"data={s['data']}"]).data for s in CFG.settings}
+EXTERNAL = {name: data.tasks for name, data in DATA.items() if data.kind != "generated"}
+EXTERNAL |= {name: path for name, path in CFG.eval.test_sets.items() if path}
+
+
+def task_set_file(name, generated_as):
+    """The file that stands for task set `name` in the DAG."""
+    return f"{R}/data/{name}.txt" if name in EXTERNAL else f"{R}/tasks/{generated_as}/index.json"
+
+
+def task_set_arg(path):
+    """What a stage's --tasks gets for that file: the task list itself, or the generated set's directory."""
+    return path if path.endswith(".txt") else os.path.dirname(path)
+
+
+def pool_file(wildcards):
+    return task_set_file(wildcards.data, "pool")
+
+
+def sft_data_source(wildcards, input):
+    """Generated data: the oracle runs of the pool; a user's data set: its SFT conversations file."""
+    if wildcards.data in EXTERNAL:
+        return f"--import {DATA[wildcards.data].sft_conversations}"
+    return f"--tasks {task_set_arg(input[0])} --variants {CFG.sft_data.variants}"
+
 
 def setting_overrides(wildcards):
     """Hydra overrides selecting the scale, model and data of a results/{scale}/{model}/{data} setting."""

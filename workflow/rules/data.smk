@@ -7,6 +7,8 @@ rule generate_tasks:
         tests=expand(f"{R}/tasks/{{test}}/index.json", test=TEST_SETS),
     log:
         f"{R}/logs/generate_tasks.log",
+    benchmark:
+        f"{R}/benchmarks/generate_tasks.tsv",
     params:
         depgpo=DEPGPO,
         out=lambda wildcards, output: os.path.dirname(os.path.dirname(output.pool)),
@@ -24,19 +26,37 @@ rule generate_tasks:
 # source as its RL tasks); sampling at temperature 1 then leaves the SFT policy partly successful on them.
 rule sft_data:
     input:
-        f"{R}/tasks/pool/index.json",
+        lambda wildcards: [] if wildcards.data in EXTERNAL else [pool_file(wildcards)],
     output:
         conversations=f"{R}/{{model}}/{{data}}/sft/conversations.jsonl",
         reference=f"{R}/{{model}}/{{data}}/sft/reference_credit.json",
     log:
         f"{R}/logs/{{model}}/{{data}}/sft_data.log",
+    benchmark:
+        f"{R}/benchmarks/{{model}}/{{data}}/sft_data.tsv",
     params:
         depgpo=DEPGPO,
-        tasks=lambda wildcards, input: os.path.dirname(input[0]),
+        source=sft_data_source,
         overrides=setting_overrides,
-        variants=CFG.sft_data.variants,
     conda:
         "../../envs/cpu.yaml"
     shell:
-        "{params.depgpo} sft-data --tasks {params.tasks} --out {output.conversations}"
-        " --reference {output.reference} --variants {params.variants} {params.overrides} > {log} 2>&1"
+        "{params.depgpo} sft-data {params.source} --out {output.conversations}"
+        " --reference {output.reference} {params.overrides} > {log} 2>&1"
+
+
+# A user's task set (SETA, TMAX, Terminal-Bench 2.0/2.1): what would not run here, and the list of what will.
+rule data_check:
+    output:
+        f"{R}/data/{{name}}.txt",
+    log:
+        f"{R}/logs/data_check_{{name}}.log",
+    wildcard_constraints:
+        name="|".join(EXTERNAL) or "^$",
+    params:
+        depgpo=DEPGPO,
+        path=lambda wildcards: EXTERNAL[wildcards.name],
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "{params.depgpo} data check {params.path} --runnable {output} > {log} 2>&1"

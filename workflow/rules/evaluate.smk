@@ -5,15 +5,17 @@
 rule evaluate:
     input:
         policy=eval_policy,
-        tests=expand(f"{R}/tasks/{{test}}/index.json", test=TEST_SETS),
+        tests=[task_set_file(test, test) for test in TEST_SETS],
     output:
         expand(f"{R}/{{{{model}}}}/{{{{data}}}}/eval/{{{{run}}}}/seed{{{{seed}}}}/{{test}}.json", test=TEST_SETS),
     log:
         f"{R}/logs/{{model}}/{{data}}/eval_{{run}}_seed{{seed}}.log",
+    benchmark:
+        f"{R}/benchmarks/{{model}}/{{data}}/eval_{{run}}_seed{{seed}}.tsv",
     params:
-        depgpo=DEPGPO,
+        depgpo=gpu_stage("evaluate"),
         checkpoint=lambda wildcards, input: input.policy.replace("done.json", "checkpoint"),
-        tasks=lambda wildcards, input: " ".join(os.path.dirname(t) for t in input.tests),
+        tasks=lambda wildcards, input: " ".join(task_set_arg(t) for t in input.tests),
         out=lambda wildcards, output: os.path.dirname(output[0]),
         overrides=setting_overrides,
     resources:

@@ -3,19 +3,22 @@
 
 rule report:
     input:
-        evals=expand(f"{R}/{{setting}}/eval/{{run}}/seed{{seed}}/{{test}}.json", setting=SETTINGS,
-                     run=["sft"] + RUNS, seed=SEEDS, test=TEST_SETS),
+        evals=[f"{R}/{setting}/eval/{run}/seed{seed}/{test}.json" for run, settings in {"sft": SETTINGS,
+               **RUN_SETTINGS}.items() for setting in settings for seed in SEEDS for test in TEST_SETS],
         filters=expand(f"{R}/{{setting}}/filter/filter.json", setting=SETTINGS),
         references=expand(f"{R}/{{setting}}/sft/reference_credit.json", setting=SETTINGS),
     output:
         f"{R}/report/index.md",
     log:
         f"{R}/logs/report.log",
+    benchmark:
+        f"{R}/benchmarks/report.tsv",
     params:
         depgpo=DEPGPO,
         out=lambda wildcards, output: os.path.dirname(output[0]),
         results=lambda wildcards, output: os.path.dirname(os.path.dirname(output[0])),
+        focal=FOCAL,
     conda:
         "../../envs/cpu.yaml"
     shell:
-        "{params.depgpo} report --results {params.results} --out {params.out} > {log} 2>&1"
+        "{params.depgpo} report --results {params.results} --out {params.out} --setting {params.focal} > {log} 2>&1"

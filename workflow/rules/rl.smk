@@ -1,5 +1,5 @@
 # RL runs. `rl_job_{run}` trains one run of one setting and seed; `rl_{run}` (no wildcards) asks for that run in
-# every setting and seed, so a run can be (re)made by name: `snakemake rl_depgpo_beta0.25`.
+# every setting (the focal one for beta and ablation runs) and seed, so a run can be (re)made by name: `snakemake rl_depgpo_beta0.25`.
 # A run resumes from its last checkpoint when its job is rerun after a kill (depgpo.train.rl).
 
 for _run in RUNS:
@@ -14,8 +14,10 @@ for _run in RUNS:
             f"{R}/{{model}}/{{data}}/rl/{_run}/seed{{seed}}/done.json",
         log:
             f"{R}/logs/{{model}}/{{data}}/rl_{_run}_seed{{seed}}.log",
+        benchmark:
+            f"{R}/benchmarks/{{model}}/{{data}}/rl_{_run}_seed{{seed}}.tsv",
         params:
-            depgpo=DEPGPO,
+            depgpo=gpu_stage("rl"),
             out=lambda wildcards, output: os.path.dirname(output[0]),
             overrides=setting_overrides,
             run=run_override_string(_run),
@@ -31,4 +33,4 @@ for _run in RUNS:
         name:
             f"rl_{_run}"
         input:
-            expand(f"{R}/{{setting}}/rl/{_run}/seed{{seed}}/done.json", setting=SETTINGS, seed=SEEDS),
+            expand(f"{R}/{{setting}}/rl/{_run}/seed{{seed}}/done.json", setting=RUN_SETTINGS[_run], seed=SEEDS),

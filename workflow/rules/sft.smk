@@ -8,8 +8,10 @@ rule sft:
         directory(f"{R}/{{model}}/{{data}}/sft/checkpoint"),
     log:
         f"{R}/logs/{{model}}/{{data}}/sft.log",
+    benchmark:
+        f"{R}/benchmarks/{{model}}/{{data}}/sft.tsv",
     params:
-        depgpo=DEPGPO,
+        depgpo=gpu_stage("sft"),
         out=lambda wildcards, output: os.path.dirname(output[0]),
         overrides=setting_overrides,
     resources:
@@ -23,16 +25,18 @@ rule sft:
 rule filter:
     input:
         policy=f"{R}/{{model}}/{{data}}/sft/checkpoint",
-        pool=f"{R}/tasks/pool/index.json",
+        pool=pool_file,
     output:
         summary=f"{R}/{{model}}/{{data}}/filter/filter.json",
         train=f"{R}/{{model}}/{{data}}/filter/rl_train.txt",
         val=f"{R}/{{model}}/{{data}}/filter/rl_val.txt",
     log:
         f"{R}/logs/{{model}}/{{data}}/filter.log",
+    benchmark:
+        f"{R}/benchmarks/{{model}}/{{data}}/filter.tsv",
     params:
-        depgpo=DEPGPO,
-        tasks=lambda wildcards, input: os.path.dirname(input.pool),
+        depgpo=gpu_stage("filter"),
+        tasks=lambda wildcards, input: task_set_arg(input.pool),
         out=lambda wildcards, output: os.path.dirname(output.summary),
         overrides=setting_overrides,
     resources:

@@ -56,7 +56,7 @@ def load_trajectories(path: str | Path, static: bool = False) -> list[dict]:
             if _is_native(item):
                 trajectories.append(_reinfer(item) if static else item)
             else:
-                trajectories.append(_from_conversation(item, f"{path.stem}#{len(trajectories)}"))
+                trajectories.append(from_conversation(item, f"{path.stem}#{len(trajectories)}"))
     return trajectories
 
 
@@ -145,7 +145,7 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _from_conversation(conversation: dict, default_id: str) -> dict:
+def from_conversation(conversation: dict, default_id: str) -> dict:
     messages = [message for message in conversation["messages"] if _is_message(message)]
     assistants = [message for message in messages if message["role"] == "assistant"]
     is_terminus = not any(message.get("tool_calls") for message in assistants) and any(

@@ -10,6 +10,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="data_command", required=True, metavar="ACTION")
     check = sub.add_parser("check", help="validate a task directory or a directory of tasks")
     check.add_argument("path", type=Path)
+    check.add_argument("--runnable", type=Path, default=None,
+                       help="also write the directories of the tasks that are ok, one per line (the task list the "
+                            "pipeline stages read); then exit 0 when at least one task is ok")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,4 +25,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}")
         return 2
     print(format_reports(reports))
-    return 0 if all(r.ok for r in reports) else 1
+    ok = [r.path.resolve() for r in reports if r.ok]
+    if args.runnable is None:
+        return 0 if len(ok) == len(reports) else 1
+    if not ok:
+        print(f"error: {args.path}: no task of the set can run here (problems above); nothing written")
+        return 1
+    args.runnable.parent.mkdir(parents=True, exist_ok=True)
+    args.runnable.write_text("".join(f"{path}\n" for path in ok))
+    print(f"{args.runnable}: {len(ok)} runnable tasks")
+    return 0
