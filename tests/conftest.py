@@ -1,5 +1,24 @@
 import sys
 from pathlib import Path
 
-# Test helpers (harbor_builder, credit_examples) are plain modules beside the tests.
+import pytest
+
+# Test helpers (harbor_builder, credit_examples, cli_helpers, slurm_cluster) are plain modules beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))
+
+from cli_helpers import depgpo  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def sft_policy(tmp_path_factory):
+    """(Shared by the pipeline and agent-loop tests.) Two generated tasks, their oracle conversations, and a briefly fine-tuned tiny policy."""
+    root = tmp_path_factory.mktemp("pipeline")
+    depgpo("generate-tasks", "--out", str(root / "tasks"), "--pool", "2", "--test", "0", "--seed", "3",
+           "--families", "supporting_read,required_deletion")
+    sft = root / "sft"
+    depgpo("sft-data", "--tasks", str(root / "tasks" / "pool"), "--out", str(sft / "conversations.jsonl"),
+           "--reference", str(sft / "reference_credit.json"), "--variants", "1", "scale=ci")
+    depgpo("sft", "--data", str(sft / "conversations.jsonl"), "--out", str(sft), "scale=ci", "sft.epochs=5")
+    train = root / "rl_train.txt"
+    train.write_text("".join(f"{d}\n" for d in sorted((root / "tasks" / "pool").iterdir()) if d.is_dir()))
+    return root, sft / "checkpoint", train

@@ -11,30 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import depgpo
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
-
-
-def depgpo(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "depgpo", *args], capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
-
-
-@pytest.fixture(scope="module")
-def sft_policy(tmp_path_factory):
-    """Two generated tasks, their oracle conversations, and a briefly fine-tuned tiny policy."""
-    root = tmp_path_factory.mktemp("pipeline")
-    depgpo("generate-tasks", "--out", str(root / "tasks"), "--pool", "2", "--test", "0", "--seed", "3",
-           "--families", "supporting_read,required_deletion")
-    sft = root / "sft"
-    depgpo("sft-data", "--tasks", str(root / "tasks" / "pool"), "--out", str(sft / "conversations.jsonl"),
-           "--reference", str(sft / "reference_credit.json"), "--variants", "1", "scale=ci")
-    depgpo("sft", "--data", str(sft / "conversations.jsonl"), "--out", str(sft), "scale=ci", "sft.epochs=5")
-    train = root / "rl_train.txt"
-    train.write_text("".join(f"{d}\n" for d in sorted((root / "tasks" / "pool").iterdir()) if d.is_dir()))
-    return root, sft / "checkpoint", train
 
 
 def test_sft_data_are_passing_oracle_conversations(sft_policy):

@@ -84,8 +84,7 @@ class Policy:
         return Context(prompt_ids=tokenize(self.tokenizer, render_prompt(instruction)))
 
     def next_turn(self, ctx: Context, rng_seed: int) -> TurnOutput:
-        generator = torch.Generator(device=self.model.device).manual_seed(rng_seed)
-        token_ids, logprobs = self._sample(ctx.token_ids, generator)
+        token_ids, logprobs = self.generate(ctx.token_ids, rng_seed)
         ctx.add_turn(token_ids, logprobs)
         if token_ids[-1] != self.stop_id:
             ctx.add_context([self.stop_id])  # close a cut-off turn, so the context stays well-formed ChatML
@@ -94,6 +93,10 @@ class Policy:
 
     def observe(self, ctx: Context, observation: str, exit_code: int | None) -> None:
         ctx.add_context(tokenize(self.tokenizer, render_observation(observation, exit_code, self.observation_chars)))
+
+    def generate(self, context_ids: list[int], rng_seed: int) -> tuple[list[int], list[float]]:
+        """One assistant turn's tokens and their logprobs (the backend: subclasses may ask a server instead)."""
+        return self._sample(context_ids, torch.Generator(device=self.model.device).manual_seed(rng_seed))
 
     @torch.inference_mode()
     def _sample(self, context_ids: list[int], generator: torch.Generator) -> tuple[list[int], list[float]]:

@@ -1,0 +1,102 @@
+"""Our Hydra config as verl's own: the overrides that turn verl's `ppo_trainer.yaml` into one of our RL runs.
+
+    overrides = verl_overrides(cfg)          # ["data.train_batch_size=4", "actor_rollout_ref.rollout.n=8", ...]
+    verl_cfg = compose_verl_config(cfg)      # verl's config composed with them (struct mode: a key verl does not
+                                             # know is an error, so this mapping cannot drift silently)
+
+On a GPU cluster, `python -m verl.trainer.main_ppo <overrides>` (with `depgpo.algos.verl_registry` and
+`depgpo.agent.verl_loop` imported in the Ray driver) runs the same method with vLLM rollouts. The local CPU trainer
+(depgpo.train.rl) reads the same sections of our config, so both paths train the same method.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+
+VERL_FILTER_METRICS = {"reward": "seq_final_reward"}  # our name -> verl's (DAPO's dynamic sampling)
+
+
+def verl_config_dir() -> Path:
+    import verl
+
+    return Path(verl.__file__).parent / "trainer" / "config"
+
+
+def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, out_dir: str = "checkpoints"
+                   ) -> list[str]:
+    """verl overrides for the RL run that `cfg` (a composed depgpo config) describes, starting from `policy` (the
+    SFT checkpoint; default: the model config's path)."""
+    policy = policy or cfg.model.get("path")
+    if not policy:
+        raise ValueError(f"model={cfg.model.name} has no path: give the checkpoint to start from (policy=...)")
+    actor, algorithm, rl, agent = cfg.actor, cfg.algorithm, cfg.rl, cfg.agent
+    a, r = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+    overrides = {
+        # one update = tasks_per_update tasks x K trajectories (Table 7)
+        "data.train_batch_size": rl.tasks_per_update,
+        "data.max_prompt_length": agent.max_context_tokens // 4,
+        "data.max_response_length": agent.max_context_tokens,
+        "data.return_raw_chat": True,
+        "actor_rollout_ref.model.path": policy,
+        f"{a}.optim.lr": rl.lr,
+        f"{a}.optim.weight_decay": rl.weight_decay,
+        f"{a}.grad_clip": rl.grad_clip,
+        f"{a}.ppo_mini_batch_size": rl.tasks_per_update,  # one optimizer step per update, as in the CPU trainer
+        f"{a}.ppo_micro_batch_size_per_gpu": 1,
+        f"{a}.ppo_epochs": 1,
+        f"{a}.use_kl_loss": False,
+        f"{a}.policy_loss.loss_mode": actor.policy_loss,
+        f"{a}.clip_ratio_low": actor.clip_ratio_low,
+        f"{a}.clip_ratio_high": actor.clip_ratio_high,
+        f"{a}.clip_ratio_c": actor.clip_ratio_c,
+        f"{a}.loss_agg_mode": actor.loss_agg_mode,
+        f"{a}.entropy_coeff": actor.entropy_coeff,
+        f"{r}.name": "vllm",
+        f"{r}.mode": "async",
+        f"{r}.n": rl.k,
+        f"{r}.temperature": agent.temperature,
+        f"{r}.top_p": agent.top_p,
+        f"{r}.prompt_length": agent.max_context_tokens // 4,
+        f"{r}.response_length": agent.max_context_tokens,
+        f"{r}.multi_turn.enable": True,
+        f"{r}.multi_turn.max_assistant_turns": agent.max_turns,
+        f"{r}.agent.default_agent_loop": "depgpo_terminal",
+        "algorithm.adv_estimator": algorithm.adv_estimator,
+        "algorithm.norm_adv_by_std_in_grpo": algorithm.norm_adv_by_std,
+        "algorithm.use_kl_in_reward": False,
+        "algorithm.filter_groups.enable": algorithm.filter_groups.enable,
+        "algorithm.filter_groups.metric": VERL_FILTER_METRICS[algorithm.filter_groups.metric],
+        "algorithm.filter_groups.max_num_gen_batches": algorithm.filter_groups.max_num_gen_batches,
+        "trainer.total_training_steps": rl.updates,
+        "trainer.save_freq": rl.checkpoint_every,
+        "trainer.resume_mode": "auto",  # a requeued job resumes from its last checkpoint
+        "trainer.n_gpus_per_node": n_gpus,
+        "trainer.nnodes": 1,
+        "trainer.default_local_dir": out_dir,
+        "trainer.logger": "[console,tensorboard]",
+        "trainer.project_name": "depgpo",
+        "trainer.experiment_name": f"{cfg.model.name}-{cfg.data.name}-{cfg.method.name}-seed{cfg.seed}",
+    }
+    return [f"{key}={_value(value)}" for key, value in overrides.items()]
+
+
+def _value(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str) and (os.sep in value or value.startswith("[")):
+        return value
+    return str(value)
+
+
+def compose_verl_config(cfg: DictConfig, **kwargs) -> DictConfig:
+    """verl's `ppo_trainer` config with `verl_overrides(cfg)`; Hydra raises on any key verl does not have."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()  # our own config may have been composed in this process already
+    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=verl_overrides(cfg, **kwargs))
