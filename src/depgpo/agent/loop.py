@@ -9,14 +9,17 @@ so per-turn step factors map onto tokens.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from depgpo.env.episode import Episode, EpisodeConfig
 from depgpo.policy.chat import ParseError
 from depgpo.tasks import Task
+
+T, R = TypeVar("T"), TypeVar("R")
 
 UNPARSEABLE_OBSERVATION = "could not parse the reply: answer with <bash>COMMAND</bash>, or <done/> when finished"
 
@@ -85,16 +88,22 @@ def run_rollout(policy, task: Task, config: AgentConfig, seed: int, out_dir: Pat
     )
 
 
+def map_in_threads(function: Callable[[T], R], items: list[T], workers: int) -> Iterator[R]:
+    """function(item) for each item, `workers` at a time in threads (episodes wait on their sandbox, the model's
+    forward passes release the GIL), yielded in the order of `items`."""
+    if workers <= 1 or len(items) <= 1:
+        yield from map(function, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(function, items)
+
+
 def iter_rollouts(policy, jobs: list[tuple[Task, int]], config: AgentConfig) -> Iterator[Rollout]:
     """run_rollout for each (task, seed), `config.workers` at a time, yielded in the order of `jobs`.
 
     Each rollout draws from its own seeded generator, so the results do not depend on the number of workers.
     """
-    if config.workers <= 1 or len(jobs) <= 1:
-        yield from (run_rollout(policy, task, config, seed) for task, seed in jobs)
-        return
-    with ThreadPoolExecutor(max_workers=config.workers) as pool:
-        yield from pool.map(lambda job: run_rollout(policy, job[0], config, job[1]), jobs)
+    return map_in_threads(lambda job: run_rollout(policy, job[0], config, job[1]), jobs, config.workers)
 
 
 def attempt_tasks(policy, tasks: list[Task], attempts: int, config: AgentConfig, seed: int,

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import random
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from depgpo.agent.loop import AgentConfig
+from depgpo.agent.loop import AgentConfig, map_in_threads
 from depgpo.credit import CreditConfig, credit_with_fallback
 from depgpo.env.episode import Episode
 from depgpo.policy.chat import SYSTEM_PROMPT
@@ -72,8 +71,8 @@ def build_sft_data(task_dirs: list[Path], out_jsonl: Path, reference_json: Path,
             scripts.append((task, with_distractors(oracle, distractors, rng, 0 if variant == 0 else max_distractors)))
     kept, failed, references = 0, 0, []
     out_jsonl.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_jsonl, "w") as out, ThreadPoolExecutor(max_workers=max(1, agent.workers)) as pool:
-        episodes = pool.map(lambda script: run_scripted(script[0], script[1], agent), scripts)
+    with open(out_jsonl, "w") as out:
+        episodes = map_in_threads(lambda script: run_scripted(script[0], script[1], agent), scripts, agent.workers)
         for (task, commands), (records, verifier, trajectory) in zip(scripts, episodes):
             references.append({"task": task.id, "commands": len(commands), "reward": verifier["reward"],
                                "connected_fraction": connected_fraction(trajectory)})
