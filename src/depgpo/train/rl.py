@@ -238,7 +238,8 @@ class RLTrainer:
                 with open(trajectories_dir / f"update{update:04d}.jsonl", "w") as fh:
                     for g in groups:
                         for r in g.rollouts:
-                            fh.write(json.dumps({"num_turns": r.num_turns, **r.trajectory}) + "\n")
+                            fh.write(json.dumps({"num_turns": r.num_turns, "anchor_keys": r.anchor_keys,
+                                                 **r.trajectory}) + "\n")
                 if progress:
                     print(f"[rl {self.out_dir.parent.name}/{self.out_dir.name}] update {update + 1}/"
                           f"{self.cfg.rl.updates} reward {metrics.get('train/reward_mean', float('nan')):.3f} "

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from depgpo.policy.chat import conversation_segments, messages_to_turns
 from depgpo.policy.generate import tokenize
 from depgpo.policy.model import build_tiny_qwen3, load_smollm2, save_policy, train_tokenizer
+from depgpo.train.sft_import import read_conversations
 
 IGNORE_INDEX = -100  # label of tokens without loss (prompt, template, observations, padding)
 
@@ -35,7 +36,7 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfi
     model_cfg = cfg.model
     train_cfg = {**OmegaConf.to_container(cfg.sft, resolve=True), "seed": cfg.seed}
     segmented = [conversation_segments(*messages_to_turns(conversation), cfg.agent.observation_chars)
-                 for conversation in _read_jsonl(conversations_jsonl)]
+                 for conversation in read_conversations(Path(conversations_jsonl))]
     if model_cfg["kind"] == "tiny_qwen3":
         tokenizer = train_tokenizer(["".join(text for text, _ in segments) for segments in segmented],
                                     model_cfg["vocab_size"])
@@ -107,8 +108,3 @@ def _pad(batch: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.
     attention_mask = torch.tensor([[1] * len(ids) + [0] * (length - len(ids)) for ids, _ in batch])
     labels = torch.tensor([targets + [IGNORE_INDEX] * (length - len(targets)) for _, targets in batch])
     return input_ids, attention_mask, labels
-
-
-def _read_jsonl(path: str | Path) -> list[dict]:
-    with open(path) as lines:
-        return [json.loads(line) for line in lines if line.strip()]
