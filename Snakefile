@@ -22,7 +22,7 @@ SWEEP = [f"depgpo_beta{b}" for b in CFG.betas if float(b) != 0.5] + [f"depgpo_{v
 RUNS = list(CFG.methods) + SWEEP
 RUN_SETTINGS = {run: [FOCAL] if run in SWEEP else SETTINGS for run in RUNS}  # every method in every setting
 SEEDS = list(CFG.seeds)
-TEST_SETS = ["test_tb20", "test_tb21"]
+TEST_SETS = list(CFG.eval.test_sets)  # Terminal-Bench 2.0 and 2.1 (or their generated stand-ins)
 
 
 include: "workflow/rules/common.smk"
