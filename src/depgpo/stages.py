@@ -44,9 +44,7 @@ def _policy(checkpoint: Path, cfg, temperature: float | None = None):
 def _task_dirs(path: Path) -> list[Path]:
     from depgpo.tasks import task_dirs
 
-    if path.is_file():  # a list of task directories, one per line
-        return [Path(line.strip()) for line in path.read_text().splitlines() if line.strip()]
-    return task_dirs(path)
+    return task_dirs(path)  # a task set directory, one task, or a list file (one task directory per line)
 
 
 # --------------------------------------------------------------------------- sft-data
@@ -133,10 +131,11 @@ def add_rl(parser: argparse.ArgumentParser) -> None:
 
 
 def run_rl(args: argparse.Namespace) -> int:
-    from depgpo.train.rl import RLTrainer, read_task_list
+    from depgpo.tasks import load_task_set
+    from depgpo.train.rl import RLTrainer
 
     cfg = _compose(args)
-    RLTrainer(cfg, args.policy, read_task_list(args.train), args.out).run()
+    RLTrainer(cfg, args.policy, load_task_set(args.train), args.out).run()
     return 0
 
 

@@ -34,9 +34,15 @@ def load_task(path: Path | str) -> Task:
 
 
 def task_dirs(path: Path | str) -> list[Path]:
-    """The task directories of a task set: its subdirectories in natural order (2 before 10), or `path` itself
-    when it is a single task. Hidden directories and Python's __pycache__ are not tasks."""
+    """The task directories of a task set: its subdirectories in natural order (2 before 10), `path` itself when it
+    is a single task, or the lines of `path` when it is a list file (one task directory per line, as filtering
+    writes rl_train.txt). Hidden directories and Python's __pycache__ are not tasks."""
     path = Path(path)
+    if path.is_file():
+        listed = [Path(line.strip()) for line in path.read_text().splitlines() if line.strip()]
+        if not listed:
+            raise TaskFormatError(path, "lists no task directories", "write one task directory per line")
+        return listed
     if is_harbor_task(path) or is_tb1_task(path):
         return [path]
     if not path.is_dir():

@@ -28,7 +28,7 @@ from depgpo.credit import CreditConfig, credit_with_fallback
 from depgpo.env.episode import EpisodeConfig
 from depgpo.policy.generate import Policy, response_logits, logprobs_from_logits
 from depgpo.policy.model import load_policy, save_policy
-from depgpo.tasks import Task, load_task
+from depgpo.tasks import Task
 
 
 @dataclass
@@ -46,13 +46,6 @@ def make_policy(model, tokenizer, cfg: DictConfig, temperature: float | None = N
     return Policy(model, tokenizer, max_turn_tokens=cfg.agent.max_turn_tokens,
                   temperature=cfg.agent.temperature if temperature is None else temperature,
                   top_p=cfg.agent.top_p, observation_chars=cfg.agent.observation_chars)
-
-
-def read_task_list(path: Path) -> list[Task]:
-    lines = [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
-    if not lines:
-        raise ValueError(f"{path}: no task directories listed (one path per line expected)")
-    return [load_task(line) for line in lines]
 
 
 class RLTrainer:
