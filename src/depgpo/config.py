@@ -6,6 +6,7 @@ paths) and write only where Snakemake tells them to.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -36,6 +37,13 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     OmegaConf.resolve(cfg)
     validate_method_config(cfg)
     return cfg
+
+
+@functools.lru_cache(maxsize=16)
+def compose_cached(overrides: tuple[str, ...]) -> DictConfig:
+    """`compose`, once per distinct overrides, for code that needs the config on every call (verl's agent loop
+    and advantage step); treat the result as read-only."""
+    return compose(overrides)
 
 
 def run_name(cfg: DictConfig) -> str:

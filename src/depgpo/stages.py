@@ -131,10 +131,17 @@ def add_rl(parser: argparse.ArgumentParser) -> None:
 
 
 def run_rl(args: argparse.Namespace) -> int:
+    cfg = _compose(args)
+    if cfg.rl.backend == "verl":
+        from depgpo.train.verl_trainer import run_verl_rl
+
+        run_verl_rl(cfg, list(args.overrides), args.policy, args.train, args.out)
+        return 0
+    if cfg.rl.backend != "local":
+        raise SystemExit(f"error: config: rl.backend={cfg.rl.backend!r}; valid: local, verl")
     from depgpo.tasks import load_task_set
     from depgpo.train.rl import RLTrainer
 
-    cfg = _compose(args)
     RLTrainer(cfg, args.policy, load_task_set(args.train), args.out).run()
     return 0
 

@@ -14,7 +14,6 @@ vLLM where there is no GPU (tests, CPU debugging); it samples exactly as `depgpo
 from __future__ import annotations
 
 import asyncio
-import functools
 import uuid
 from typing import Any
 
@@ -23,6 +22,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl.workers.rollout.replica import TokenOutput
 
 from depgpo.agent.loop import run_rollout
+from depgpo.config import compose_cached
 from depgpo.policy.generate import Policy
 
 AGENT_LOOP_NAME = "depgpo_terminal"
@@ -60,13 +60,6 @@ class HFServerManager:
         return TokenOutput(token_ids=token_ids, log_probs=logprobs, stop_reason="completed")
 
 
-@functools.lru_cache(maxsize=8)
-def _depgpo_config(overrides: tuple[str, ...]):
-    from depgpo.config import compose
-
-    return compose(list(overrides))
-
-
 @register(AGENT_LOOP_NAME)
 class TerminalAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
@@ -78,7 +71,7 @@ class TerminalAgentLoop(AgentLoopBase):
         if "task_dir" not in extra:
             raise ValueError(f"{AGENT_LOOP_NAME}: the data set row needs extra_info.task_dir (a task directory); "
                              f"got extra_info keys {sorted(extra)}")
-        cfg = _depgpo_config(tuple(extra.get("overrides", ())))
+        cfg = compose_cached(tuple(extra.get("overrides", ())))
         task = load_task(extra["task_dir"])
         policy = ServerPolicy(self.server_manager, self.tokenizer, sampling_params, asyncio.get_running_loop(),
                               cfg.agent.max_turn_tokens, cfg.agent.observation_chars)

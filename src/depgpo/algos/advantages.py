@@ -6,14 +6,19 @@ response token, -1 on observation and padding tokens. Per-turn inputs are lists 
 trajectory, indexed by turn id.
 
 Both estimators follow verl's estimator signature and return `(advantages, returns)`, so they can sit in verl's
-registry (see `verl_registry`). Like verl's own GRPO they accept `config` for call compatibility only; settings
-come as keyword arguments. verl is imported lazily: the turn arithmetic here is plain torch.
+registry (see `verl_registry`). Our local trainer passes the turn data and settings as keyword arguments. verl's
+trainer calls an estimator with rewards, mask, uid and its `config` only: there the turn data come from the
+`TurnBatch` that `depgpo.train.verl_trainer` makes active with `turn_batch(...)` around verl's advantage step, and
+`norm_adv_by_std_in_grpo` from verl's config. verl is imported lazily: the turn arithmetic here is plain torch.
 """
 
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -21,6 +26,61 @@ import torch
 GIGPO_MODES = ("mean_norm", "mean_std_norm")
 # How far a trajectory's step factors may drift from mean 1 before we call it a bug in the factor source.
 FACTOR_MEAN_TOLERANCE = 1e-5
+
+
+@dataclass
+class TurnBatch:
+    """Each trajectory's turns, for a trainer that cannot pass them to the estimator (verl's). Rows in the order of
+    the batch the estimator receives; `turn_ids[i]` covers row i's response tokens (-1 off turns), unpadded."""
+
+    turn_ids: list[list[int]]
+    step_factors: list[list[float]] = field(default_factory=list)
+    anchor_keys: list[list[Hashable]] = field(default_factory=list)
+    gigpo: dict = field(default_factory=dict)  # omega, gamma, mode
+
+    def turn_id_tensor(self, response_mask: torch.Tensor) -> torch.Tensor:
+        """(bs, L) turn ids aligned with `response_mask`, padded with -1."""
+        rows, width = response_mask.shape
+        if len(self.turn_ids) != rows:
+            raise ValueError(f"turn data for {len(self.turn_ids)} trajectories but the batch has {rows} rows")
+        table = torch.full((rows, width), -1, dtype=torch.long)
+        for row, ids in enumerate(self.turn_ids):
+            if len(ids) > width:
+                raise ValueError(f"trajectory {row}: {len(ids)} turn ids for a response of {width} tokens")
+            table[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+        return table
+
+    def step_rewards(self, token_level_rewards: torch.Tensor) -> list[list[float]]:
+        """The verifier's reward on the last turn, 0 on earlier ones (GiGPO's step rewards for outcome reward)."""
+        totals = token_level_rewards.sum(dim=-1).tolist()
+        turns = [max(ids, default=-1) + 1 for ids in self.turn_ids]
+        return [[0.0] * (n - 1) + [float(total)] if n else [] for n, total in zip(turns, totals, strict=True)]
+
+
+_ACTIVE_TURNS: ContextVar[TurnBatch | None] = ContextVar("depgpo_active_turns", default=None)
+
+
+@contextmanager
+def turn_batch(turns: TurnBatch) -> Iterator[TurnBatch]:
+    """Make `turns` the turn data of estimator calls that do not pass their own (verl's trainer)."""
+    token = _ACTIVE_TURNS.set(turns)
+    try:
+        yield turns
+    finally:
+        _ACTIVE_TURNS.reset(token)
+
+
+def _active_turns(estimator: str) -> TurnBatch:
+    turns = _ACTIVE_TURNS.get()
+    if turns is None:
+        raise ValueError(f"the {estimator} estimator needs each trajectory's turns: pass turn_ids=... or call it "
+                         f"inside depgpo.algos.advantages.turn_batch(...); with verl, run the trainer mode "
+                         f"depgpo_sync (depgpo.train.verl_trainer)")
+    return turns
+
+
+def _config_value(config, key: str, default):
+    return config.get(key, default) if config is not None and hasattr(config, "get") else default
 
 
 def broadcast_turn_values(
@@ -50,15 +110,19 @@ def compute_depgpo_advantage(
     norm_adv_by_std_in_grpo: bool = True,
     config=None,
     *,
-    turn_ids: torch.Tensor,
-    step_factors: Sequence[Sequence[float]],
+    turn_ids: torch.Tensor | None = None,
+    step_factors: Sequence[Sequence[float]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """DepGPO: the trajectory's GRPO advantage times its turn's step factor, on every response token of the turn.
 
     `step_factors[i]` holds one non-negative factor per turn with mean 1 (spec §7), so the mean over turns of the
     per-turn advantage equals GRPO's. Unit factors reproduce GRPO exactly; each ablation is only a different factor
-    source.
+    source. Without `turn_ids`, the turns and factors come from the active `TurnBatch` (verl's trainer).
     """
+    if turn_ids is None:
+        turns = _active_turns("depgpo")
+        turn_ids, step_factors = turns.turn_id_tensor(response_mask), turns.step_factors
+        norm_adv_by_std_in_grpo = _config_value(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo)
     _check_turn_ids(turn_ids, response_mask)
     for row, factors in enumerate(step_factors):
         _check_step_factors(row, factors)
@@ -74,9 +138,9 @@ def compute_gigpo_advantage(
     epsilon: float = 1e-6,
     config=None,
     *,
-    turn_ids: torch.Tensor,
-    anchor_keys: Sequence[Sequence[Hashable]],
-    step_rewards: Sequence[Sequence[float]],
+    turn_ids: torch.Tensor | None = None,
+    anchor_keys: Sequence[Sequence[Hashable]] | None = None,
+    step_rewards: Sequence[Sequence[float]] | None = None,
     omega: float = 1.0,
     gamma: float = 0.95,
     mode: str = "mean_norm",
@@ -87,7 +151,14 @@ def compute_gigpo_advantage(
     group mean, "mean_std_norm" also divides by the std). The step advantage of turn t is its discounted return
     (`gamma`, Eq. 5) normalised the same way among all turns of the same task group that acted on the same anchor
     state (`anchor_keys[i][t]`, e.g. a hash of the observation the turn saw); a state seen once contributes 0.
+    Without `turn_ids`, turns, anchors and settings come from the active `TurnBatch` (verl's trainer).
     """
+    if turn_ids is None:
+        turns = _active_turns("gigpo")
+        turn_ids, anchor_keys = turns.turn_id_tensor(response_mask), turns.anchor_keys
+        step_rewards = turns.step_rewards(token_level_rewards)
+        omega, gamma = turns.gigpo.get("omega", omega), turns.gigpo.get("gamma", gamma)
+        mode = turns.gigpo.get("mode", mode)
     if mode not in GIGPO_MODES:
         raise ValueError(f"unknown GiGPO mode {mode!r}; valid: {', '.join(GIGPO_MODES)}")
     _check_turn_ids(turn_ids, response_mask)

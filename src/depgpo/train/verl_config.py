@@ -92,11 +92,12 @@ def _value(value) -> str:
     return str(value)
 
 
-def compose_verl_config(cfg: DictConfig, **kwargs) -> DictConfig:
-    """verl's `ppo_trainer` config with `verl_overrides(cfg)`; Hydra raises on any key verl does not have."""
+def compose_verl_config(cfg: DictConfig, extra_overrides: list[str] = (), **kwargs) -> DictConfig:
+    """verl's `ppo_trainer` config with `verl_overrides(cfg, **kwargs)` and then `extra_overrides`; Hydra raises on
+    any key verl does not have."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()  # our own config may have been composed in this process already
     with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-        return compose(config_name="ppo_trainer", overrides=verl_overrides(cfg, **kwargs))
+        return compose(config_name="ppo_trainer", overrides=[*verl_overrides(cfg, **kwargs), *extra_overrides])
