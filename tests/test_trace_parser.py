@@ -430,6 +430,20 @@ def test_unfinished_calls_and_children_printed_before_their_clone_returns():
     assert parser.alive_processes() == []
 
 
+def test_a_command_naming_the_mark_directory_is_a_file_call_not_a_mark():
+    # Seen in RL: a model-written command touched /.depgpo_mark/ without a mark number, and parsing raised.
+    log = (
+        '100  1.000001 newfstatat(AT_FDCWD</w>, "/.depgpo_mark/-1/0", 0x1, 0) = -1 ENOENT (No such file)\n'
+        '100  1.000002 openat(AT_FDCWD</w>, "/.depgpo_mark/notes", O_RDONLY) = -1 ENOENT (No such file)\n'
+        '100  1.000003 newfstatat(AT_FDCWD</w>, "/.depgpo_mark/x/", 0x1, 0) = -1 ENOENT (No such file)\n'
+        '100  1.000004 newfstatat(AT_FDCWD</w>, "/.depgpo_mark/0/0", 0x1, 0) = -1 ENOENT (No such file)\n'
+    )
+    parser = TraceParser()
+    parser.feed(log)
+    assert parser.last_mark() == 0
+    assert parser.summary(0).missing == {"/.depgpo_mark/notes", "/.depgpo_mark/x"}
+
+
 def test_lines_without_pid_and_timestamp_are_rejected():
     with pytest.raises(ValueError, match="strace_argv"):
         TraceParser().feed('openat(AT_FDCWD, "/x", O_RDONLY) = 3\n')

@@ -208,8 +208,9 @@ class TraceParser:
         paren = rest.find("(")
         name = rest[:paren]
         if name in _FILE_CALLS:
-            if _MARK_NEEDLE in rest:
-                self._mark(proc, rest)
+            mark = _MARK_RE.search(rest) if _MARK_NEEDLE in rest else None
+            if mark is not None:  # a command may name the mark directory itself: then it is a plain file call
+                self._mark(proc, int(mark[1]))
                 return
             shape, effect = _FILE_CALLS[name]
             self._file_call(proc, seg, rest, paren + 1, shape, effect)
@@ -218,8 +219,7 @@ class TraceParser:
 
     # ----- marks and processes -----
 
-    def _mark(self, proc: _Process, rest: str) -> None:
-        mark = int(_MARK_RE.search(rest)[1])
+    def _mark(self, proc: _Process, mark: int) -> None:
         proc.is_shell = True
         self._shell = proc
         if self._last_mark is not None and mark <= self._last_mark:  # re-sent by the harness's recovery
