@@ -27,6 +27,28 @@ def test_sft_data_are_passing_oracle_conversations(sft_policy):
     assert all(0.0 < t["connected_fraction"] <= 1.0 for t in reference)  # every oracle touches what E holds
 
 
+def test_incomplete_conversations_stop_one_oracle_command_short(sft_policy, tmp_path):
+    """--incomplete adds, per task, a conversation that leaves out the oracle's last command and ends with "done":
+    the verifier fails it, it is kept (an unverified teacher's mistake), and it stays out of Figure 1(d)'s reference."""
+    from depgpo.tasks.generate import oracle_commands
+
+    root, _, _ = sft_policy
+    out = tmp_path / "sft"
+    counts = json.loads(depgpo("sft-data", "--tasks", str(root / "tasks" / "pool"), "--out", str(out / "c.jsonl"),
+                               "--reference", str(out / "r.json"), "--variants", "1", "--incomplete", "1",
+                               "--max-distractors", "0", "scale=ci").stdout.splitlines()[-1])
+    assert counts == {"conversations": 4, "failed_oracle_runs": 0, "incomplete": 2}
+    conversations = [json.loads(line) for line in (out / "c.jsonl").read_text().splitlines()]
+    for task_dir in sorted(d for d in (root / "tasks" / "pool").iterdir() if d.is_dir()):
+        oracle = oracle_commands(task_dir)
+        runs = {c["reward"]: c for c in conversations if c["task"] == task_dir.name}
+        commands = {r: [json.loads(m["tool_calls"][0]["function"]["arguments"])["command"]
+                        for m in c["messages"] if m.get("tool_calls")] for r, c in runs.items()}
+        assert commands == {1.0: oracle, 0.0: oracle[:-1]}
+        assert runs[0.0]["messages"][-1] == {"role": "assistant", "content": "done"}
+    assert len(json.loads((out / "r.json").read_text())["trajectories"]) == 2  # the complete runs only
+
+
 def test_rl_resumes_from_its_last_checkpoint_after_a_kill(sft_policy, tmp_path):
     _, checkpoint, train = sft_policy
     out = tmp_path / "rl"

@@ -57,6 +57,8 @@ def add_sft_data(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", type=Path, required=True, help="reference_credit.json to write (Fig. 1d)")
     parser.add_argument("--variants", type=int, default=3, help="conversations per task (distractor placements)")
     parser.add_argument("--max-distractors", type=int, default=2)
+    parser.add_argument("--incomplete", type=int, default=0,
+                        help="extra conversations per task that stop one oracle command short (kept unverified)")
     parser.add_argument("--reference-sample", type=int, default=500,
                         help="with --import: conversations whose static credit makes the Figure 1(d) reference")
     _overrides(parser)
@@ -78,7 +80,7 @@ def run_sft_data(args: argparse.Namespace) -> int:
         from depgpo.train.sft_data import build_sft_data
 
         counts = build_sft_data(_task_dirs(args.tasks), args.out, args.reference, agent_config(cfg), args.variants,
-                                args.max_distractors, cfg.seed)
+                                args.max_distractors, cfg.seed, args.incomplete)
     print(json.dumps(counts))
     return 0 if counts["conversations"] else 1
 

@@ -41,7 +41,8 @@ def sft_data_source(wildcards, input):
     """Generated data: the oracle runs of the pool; a user's data set: its SFT conversations file."""
     if wildcards.data in EXTERNAL:
         return f"--import {DATA[wildcards.data].sft_conversations}"
-    return f"--tasks {task_set_arg(input[0])} --variants {CFG.sft_data.variants}"
+    return (f"--tasks {task_set_arg(input[0])} --variants {CFG.sft_data.variants}"
+            f" --incomplete {CFG.sft_data.incomplete}")
 
 
 def setting_overrides(wildcards):

@@ -4,6 +4,11 @@ Each conversation is an oracle solution with some of the task's distractor comma
 interleaved at seeded positions, executed as an episode; only passing episodes become training data. The same
 episodes are the "reference trajectories" of Figure 1(d): for each we record the fraction of its commands that the
 dependency credit connects to the verifier's records E.
+
+Optionally (`incomplete_per_task`, config `sft_data.incomplete`) a task also gets conversations that stop one oracle
+command short, kept although they fail: the mistakes of a teacher whose runs were not verified. They give the SFT
+policy a mistake on its own path (declaring "done" too early) for RL to correct; without them the tiny policy's only
+failures were garbled tokens, and RL did not beat the frozen policy (README, "What RL changes at tiny scale").
 """
 
 from __future__ import annotations
@@ -60,27 +65,36 @@ def run_scripted(task, commands: list[str], agent: AgentConfig) -> tuple[list[di
 
 
 def build_sft_data(task_dirs: list[Path], out_jsonl: Path, reference_json: Path, agent: AgentConfig,
-                   variants_per_task: int, max_distractors: int, seed: int) -> dict:
-    """Write conversations (JSONL) and the reference-credit summary; returns counts."""
+                   variants_per_task: int, max_distractors: int, seed: int, incomplete_per_task: int = 0) -> dict:
+    """Write conversations (JSONL) and the reference-credit summary; returns counts.
+
+    `incomplete_per_task` extra conversations per task stop one oracle command short: an unverified teacher's
+    mistake, kept although the verifier fails them, so that the SFT policy sometimes declares "done" too early."""
     rng = random.Random(seed)
-    scripts = []  # (task, commands), drawn in a fixed order so the data do not depend on agent.workers
+    scripts = []  # (task, commands, complete), drawn in a fixed order so the data do not depend on agent.workers
     for task_dir in task_dirs:
         task = load_task(task_dir)
         oracle, distractors = oracle_commands(task_dir), distractor_commands(task_dir)
         for variant in range(variants_per_task):
-            scripts.append((task, with_distractors(oracle, distractors, rng, 0 if variant == 0 else max_distractors)))
-    kept, failed, references = 0, 0, []
+            scripts.append((task, with_distractors(oracle, distractors, rng, 0 if variant == 0 else max_distractors),
+                            True))
+        for _ in range(incomplete_per_task):
+            scripts.append((task, with_distractors(oracle[:-1], distractors, rng, max_distractors), False))
+    kept, failed, incomplete, references = 0, 0, 0, []
     out_jsonl.parent.mkdir(parents=True, exist_ok=True)
     with open(out_jsonl, "w") as out:
         episodes = map_in_threads(lambda script: run_scripted(script[0], script[1], agent), scripts, agent.workers)
-        for (task, commands), (records, verifier, trajectory) in zip(scripts, episodes):
-            references.append({"task": task.id, "commands": len(commands), "reward": verifier["reward"],
-                               "connected_fraction": connected_fraction(trajectory)})
-            if verifier["reward"] < 1.0:
-                failed += 1
-                continue
+        for (task, commands, complete), (records, verifier, trajectory) in zip(scripts, episodes):
+            if not complete:
+                incomplete += 1
+            else:
+                references.append({"task": task.id, "commands": len(commands), "reward": verifier["reward"],
+                                   "connected_fraction": connected_fraction(trajectory)})
+                if verifier["reward"] < 1.0:
+                    failed += 1
+                    continue
             out.write(json.dumps({"task": task.id, "reward": verifier["reward"],
                                   "messages": to_messages(task.instruction, commands, records)}) + "\n")
             kept += 1
     reference_json.write_text(json.dumps({"trajectories": references}, indent=1))
-    return {"conversations": kept, "failed_oracle_runs": failed}
+    return {"conversations": kept, "failed_oracle_runs": failed, "incomplete": incomplete}
