@@ -16,10 +16,11 @@ PAPER = ["scale=paper", "model=qwen3.5-9b", "data=seta"]
 
 @pytest.mark.parametrize("method", ["grpo", "dapo", "dppo", "gigpo", "depgpo"])
 def test_our_config_composes_into_verls_config(method):
-    from depgpo.train.verl_config import compose_verl_config
+    from depgpo.train.verl_config import compose_verl_config, validate_verl_config
 
     cfg = compose([*PAPER, f"method={method}"])
     verl_cfg = compose_verl_config(cfg, n_gpus=8)
+    validate_verl_config(verl_cfg)  # verl's own checks, as its main_ppo runs them (micro-batch sizes, ...)
     actor = verl_cfg.actor_rollout_ref.actor
     assert verl_cfg.algorithm.adv_estimator == cfg.algorithm.adv_estimator
     assert actor.policy_loss.loss_mode == cfg.actor.policy_loss

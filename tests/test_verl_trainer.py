@@ -244,7 +244,7 @@ def test_run_overrides_compose_into_verls_config_and_its_dataset_reads_our_tasks
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from depgpo.policy.model import load_policy
-    from depgpo.train.verl_config import compose_verl_config
+    from depgpo.train.verl_config import compose_verl_config, validate_verl_config
     from depgpo.train.verl_trainer import TRAINER_MODE, run_overrides
 
     _, checkpoint, train = sft_policy
@@ -253,6 +253,7 @@ def test_run_overrides_compose_into_verls_config_and_its_dataset_reads_our_tasks
     assert cfg.rl.backend == "verl"
     verl_cfg = compose_verl_config(cfg, policy=str(checkpoint), n_gpus=8, out_dir=str(tmp_path / "ckpt"),
                                    extra_overrides=run_overrides(overrides, train, tmp_path))
+    validate_verl_config(verl_cfg)  # what verl's main_ppo checks before training
     assert verl_cfg.trainer.v1.trainer_mode == TRAINER_MODE and list(verl_cfg.depgpo.overrides) == overrides
     loops = OmegaConf.load(verl_cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
     assert loops[0].name == verl_cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "depgpo_terminal"

@@ -47,6 +47,7 @@ def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, 
         f"{a}.grad_clip": rl.grad_clip,
         f"{a}.ppo_mini_batch_size": rl.tasks_per_update,  # one optimizer step per update, as in the CPU trainer
         f"{a}.ppo_micro_batch_size_per_gpu": 1,
+        f"{r}.log_prob_micro_batch_size_per_gpu": 1,  # verl's validate_config requires one of the two sizes
         f"{a}.ppo_epochs": 1,
         f"{a}.use_kl_loss": False,
         f"{a}.policy_loss.loss_mode": actor.policy_loss,
@@ -101,3 +102,13 @@ def compose_verl_config(cfg: DictConfig, extra_overrides: list[str] = (), **kwar
     GlobalHydra.instance().clear()  # our own config may have been composed in this process already
     with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
         return compose(config_name="ppo_trainer", overrides=[*verl_overrides(cfg, **kwargs), *extra_overrides])
+
+
+def validate_verl_config(verl_cfg: DictConfig) -> None:
+    """verl's own checks of a composed config (batch sizes, micro-batches, ...), as `verl.trainer.main_ppo.main`
+    runs them before training; raises verl's ValueError naming the key."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=verl_cfg, use_reference_policy=need_reference_policy(verl_cfg),
+                    use_critic=need_critic(verl_cfg))

@@ -120,8 +120,9 @@ def run_verl_rl(cfg: DictConfig, overrides: list[str], policy: Path, train: Path
     import ray
     import torch
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.utils.device import auto_set_device
 
-    from depgpo.train.verl_config import compose_verl_config
+    from depgpo.train.verl_config import compose_verl_config, validate_verl_config
 
     out_dir = Path(out_dir)
     if (out_dir / "done.json").is_file():
@@ -132,6 +133,8 @@ def run_verl_rl(cfg: DictConfig, overrides: list[str], policy: Path, train: Path
     verl_cfg = compose_verl_config(cfg, policy=str(Path(policy).resolve()), n_gpus=n_gpus,
                                    out_dir=str((out_dir / "verl" / "checkpoints").resolve()),
                                    extra_overrides=run_overrides(overrides, train, out_dir))
+    auto_set_device(verl_cfg)  # what verl's main_ppo.main does before run_ppo
+    validate_verl_config(verl_cfg)
 
     class DepGPOTaskRunner(TaskRunnerV1.__ray_actor_class__):
         """verl's task runner, with our estimators, agent loop and trainer registered in its Ray actor."""
