@@ -9,7 +9,6 @@ boundary only; everything between the fetch and the write-back is verl's code an
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import numpy as np
@@ -198,6 +197,9 @@ class InMemoryTransferQueue:
 
 @pytest.mark.sandbox
 def test_trainer_subclass_computes_depgpo_advantages_in_verls_advantage_step(loop_outputs, monkeypatch, tmp_path):
+    """The batch as verl hands it over: keys in another order than the rollouts were made, and one padding row (verl's
+    padding_utils pads a batch to a size its devices divide with a copy of row 0: one masked token, reward 0, its own
+    "pad..." uid, row 0's extra fields)."""
     from transfer_queue import KVBatchMeta
     from verl.trainer.ppo.v1 import trainer_base
 
@@ -215,26 +217,51 @@ def test_trainer_subclass_computes_depgpo_advantages_in_verls_advantage_step(loo
 
     keys = [f"{u}-{i}_0_0" for i, u in enumerate(uids)]
     batch = _verl_batch(outputs, uids)
-    store.kv_batch_put(keys, "train", fields={
-        "uid": list(uids),
-        "response_mask": [torch.tensor(o.response_mask, dtype=torch.float32) for o in outputs],
-        "rm_scores": list(batch.batch["token_level_scores"][i, : len(o.response_mask)]
-                          for i, o in enumerate(outputs)),
-        "extra_fields": [{**o.extra_fields, "step_factors": f} for o, f in zip(outputs, factors)]})
+    store.kv_batch_put(keys + ["padding_0_0"], "train", fields={
+        "uid": [*uids, "pad0"],
+        "response_mask": [torch.tensor(o.response_mask, dtype=torch.float32) for o in outputs] + [torch.zeros(1)],
+        "rm_scores": [batch.batch["token_level_scores"][i, : len(o.response_mask)] for i, o in enumerate(outputs)]
+                     + [torch.zeros(1)],
+        "extra_fields": [{**o.extra_fields, "step_factors": f} for o, f in zip(outputs, factors)]
+                        + [{**outputs[0].extra_fields, "step_factors": factors[0]}]})
 
     trainer_cls = verl_trainer._register_trainer()
     assert trainer_base.TRAINER_REGISTRY[verl_trainer.TRAINER_MODE] is trainer_cls
     trainer = trainer_cls.__new__(trainer_cls)  # the advantage step reads only the config and the store
     cfg = compose([*OVERRIDES, "method=depgpo"])
-    trainer.config = compose_verl_config(cfg, policy="/unused", extra_overrides=[
-        f"+depgpo.overrides={json.dumps([*OVERRIDES, 'method=depgpo'])}"])
-    metrics: dict = {}
-    trainer._compute_advantage(KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id="train"), metrics)
+    trainer.config = verl_trainer.attach_overrides(compose_verl_config(cfg, policy="/unused"),
+                                                   [*OVERRIDES, "method=depgpo"])
+    batch_keys = [keys[3], "padding_0_0", keys[0], keys[5], keys[2], keys[4], keys[1]]
+    trainer._compute_advantage(KVBatchMeta(keys=batch_keys, tags=[{} for _ in batch_keys], partition_id="train"), {})
 
-    stored = torch.stack([torch.nn.functional.pad(store.rows[k]["advantages"],
-                                                  (0, batch.batch["response_mask"].shape[1]
-                                                   - len(store.rows[k]["advantages"]))) for k in keys])
+    width = batch.batch["response_mask"].shape[1]
+    stored = torch.stack([torch.nn.functional.pad(store.rows[k]["advantages"], (0, width - len(store.rows[k][
+        "advantages"]))) for k in keys])
     assert torch.allclose(stored, expected, atol=1e-6)
+    assert torch.equal(store.rows["padding_0_0"]["advantages"], torch.zeros(1))
+
+
+def test_trainer_runs_as_verls_sync_mode():
+    """verl's trainer base compares trainer_mode with "sync" by name; once chosen, ours must pass for it."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from depgpo.train import verl_trainer
+
+    trainer_cls = verl_trainer._register_trainer()
+    config = OmegaConf.create({"trainer": {"v1": {"trainer_mode": verl_trainer.TRAINER_MODE}}})
+    seen = {}
+
+    def base_init(self, config, *args, **kwargs):
+        seen["mode"] = config.trainer.v1.trainer_mode
+
+    original = PPOTrainerSync.__init__
+    try:
+        PPOTrainerSync.__init__ = base_init  # verl's own __init__ starts Ray workers; only the mode it sees matters
+        trainer_cls(config=config)
+    finally:
+        PPOTrainerSync.__init__ = original
+    assert seen["mode"] == "sync"
 
 
 def test_run_overrides_compose_into_verls_config_and_its_dataset_reads_our_tasks(sft_policy, tmp_path):
@@ -245,7 +272,7 @@ def test_run_overrides_compose_into_verls_config_and_its_dataset_reads_our_tasks
 
     from depgpo.policy.model import load_policy
     from depgpo.train.verl_config import compose_verl_config, validate_verl_config
-    from depgpo.train.verl_trainer import TRAINER_MODE, run_overrides
+    from depgpo.train.verl_trainer import TRAINER_MODE, attach_overrides, run_overrides
 
     _, checkpoint, train = sft_policy
     overrides = ["scale=paper", "model=qwen3.5-9b", "data=seta", "method=depgpo"]
@@ -253,8 +280,10 @@ def test_run_overrides_compose_into_verls_config_and_its_dataset_reads_our_tasks
     assert cfg.rl.backend == "verl"
     verl_cfg = compose_verl_config(cfg, policy=str(checkpoint), n_gpus=8, out_dir=str(tmp_path / "ckpt"),
                                    extra_overrides=run_overrides(overrides, train, tmp_path))
+    attach_overrides(verl_cfg, overrides)
     validate_verl_config(verl_cfg)  # what verl's main_ppo checks before training
     assert verl_cfg.trainer.v1.trainer_mode == TRAINER_MODE and list(verl_cfg.depgpo.overrides) == overrides
+    assert verl_cfg.trainer.total_epochs >= verl_cfg.trainer.total_training_steps  # the update count stops the run
     loops = OmegaConf.load(verl_cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
     assert loops[0].name == verl_cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "depgpo_terminal"
 

@@ -38,6 +38,19 @@ class TurnBatch:
     anchor_keys: list[list[Hashable]] = field(default_factory=list)
     gigpo: dict = field(default_factory=dict)  # omega, gamma, mode
 
+    def for_mask(self, response_mask: torch.Tensor) -> "TurnBatch":
+        """The turn data the rows of `response_mask` can carry. verl pads a batch to a size its devices divide with
+        copies of row 0 whose mask is all 0: such a row has no turns (empty ids, factors and anchors)."""
+        rows = response_mask.shape[0]
+        if len(self.turn_ids) != rows:
+            raise ValueError(f"turn data for {len(self.turn_ids)} trajectories but the batch has {rows} rows")
+        empty = [not bool(response_mask[row].any()) for row in range(rows)]
+
+        def keep(values: list[list]) -> list[list]:
+            return [[] if empty[row] else list(v) for row, v in enumerate(values)] if values else values
+
+        return TurnBatch(keep(self.turn_ids), keep(self.step_factors), keep(self.anchor_keys), dict(self.gigpo))
+
     def turn_id_tensor(self, response_mask: torch.Tensor) -> torch.Tensor:
         """(bs, L) turn ids aligned with `response_mask`, padded with -1."""
         rows, width = response_mask.shape
@@ -51,9 +64,10 @@ class TurnBatch:
         return table
 
     def step_rewards(self, token_level_rewards: torch.Tensor) -> list[list[float]]:
-        """The verifier's reward on the last turn, 0 on earlier ones (GiGPO's step rewards for outcome reward)."""
+        """The verifier's reward on the last turn, 0 on earlier ones (GiGPO's step rewards for outcome reward); one
+        per anchor key, i.e. per turn of the trajectory."""
         totals = token_level_rewards.sum(dim=-1).tolist()
-        turns = [max(ids, default=-1) + 1 for ids in self.turn_ids]
+        turns = [len(keys) for keys in self.anchor_keys]
         return [[0.0] * (n - 1) + [float(total)] if n else [] for n, total in zip(turns, totals, strict=True)]
 
 
@@ -120,7 +134,7 @@ def compute_depgpo_advantage(
     source. Without `turn_ids`, the turns and factors come from the active `TurnBatch` (verl's trainer).
     """
     if turn_ids is None:
-        turns = _active_turns("depgpo")
+        turns = _active_turns("depgpo").for_mask(response_mask)
         turn_ids, step_factors = turns.turn_id_tensor(response_mask), turns.step_factors
         norm_adv_by_std_in_grpo = _config_value(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo)
     _check_turn_ids(turn_ids, response_mask)
@@ -154,7 +168,7 @@ def compute_gigpo_advantage(
     Without `turn_ids`, turns, anchors and settings come from the active `TurnBatch` (verl's trainer).
     """
     if turn_ids is None:
-        turns = _active_turns("gigpo")
+        turns = _active_turns("gigpo").for_mask(response_mask)
         turn_ids, anchor_keys = turns.turn_id_tensor(response_mask), turns.anchor_keys
         step_rewards = turns.step_rewards(token_level_rewards)
         omega, gamma = turns.gigpo.get("omega", omega), turns.gigpo.get("gamma", gamma)

@@ -73,6 +73,7 @@ def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, 
         "algorithm.filter_groups.metric": VERL_FILTER_METRICS[algorithm.filter_groups.metric],
         "algorithm.filter_groups.max_num_gen_batches": algorithm.filter_groups.max_num_gen_batches,
         "trainer.total_training_steps": rl.updates,
+        "trainer.total_epochs": rl.updates,  # at least one step per epoch: the update count is what stops the run
         "trainer.save_freq": rl.checkpoint_every,
         "trainer.resume_mode": "auto",  # a requeued job resumes from its last checkpoint
         "trainer.n_gpus_per_node": n_gpus,

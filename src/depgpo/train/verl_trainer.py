@@ -56,6 +56,12 @@ def _register_trainer():
     class DepGPOTrainerSync(PPOTrainerSync):
         """verl's synchronous trainer; advantages of "depgpo" and "gigpo" also see each trajectory's turns."""
 
+        def __init__(self, config, *args, **kwargs):
+            # verl's trainer base tests `trainer_mode == "sync"` by name (replay buffer, batch sizes, checkpoints):
+            # once this class is chosen, the run is the synchronous one in every other respect.
+            config.trainer.v1.trainer_mode = "sync"
+            super().__init__(config, *args, **kwargs)
+
         def _compute_advantage(self, batch, metrics):
             if self.config.algorithm.adv_estimator not in TURN_LEVEL_ESTIMATORS:
                 return super()._compute_advantage(batch, metrics)
@@ -91,16 +97,22 @@ AGENT_LOOPS_YAML = "- name: depgpo_terminal\n  _target_: depgpo.agent.verl_loop.
 
 def run_overrides(overrides: list[str], train: Path, out_dir: Path) -> list[str]:
     """The overrides of verl's config that one run adds to `verl_overrides(cfg)`: its data set, the agent-loop
-    registry file (both written into `out_dir/verl`), this trainer, and our own overrides for the trainer."""
+    registry file (both written into `out_dir/verl`) and this trainer."""
     from depgpo.tasks import task_dirs
 
     data = write_dataset(task_dirs(train), overrides, out_dir / "verl" / "train.parquet")
     loops = out_dir / "verl" / "agent_loops.yaml"
     loops.write_text(AGENT_LOOPS_YAML)
     return [f"data.train_files={data}", f"data.val_files={data}",
+            "trainer.val_before_train=false",  # evaluation is its own stage (depgpo evaluate, three rounds)
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}",
-            f"trainer.v1.trainer_mode={TRAINER_MODE}",
-            f"+depgpo.overrides={json.dumps(list(overrides))}"]
+            f"trainer.v1.trainer_mode={TRAINER_MODE}"]
+
+
+def attach_overrides(verl_cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """Our own overrides under `depgpo.overrides` in verl's config, for the trainer (set as data: no Hydra grammar)."""
+    OmegaConf.update(verl_cfg, "depgpo.overrides", list(overrides), force_add=True)
+    return verl_cfg
 
 
 def export_policy(checkpoints: Path, target: Path) -> Path:
@@ -133,6 +145,7 @@ def run_verl_rl(cfg: DictConfig, overrides: list[str], policy: Path, train: Path
     verl_cfg = compose_verl_config(cfg, policy=str(Path(policy).resolve()), n_gpus=n_gpus,
                                    out_dir=str((out_dir / "verl" / "checkpoints").resolve()),
                                    extra_overrides=run_overrides(overrides, train, out_dir))
+    attach_overrides(verl_cfg, overrides)
     auto_set_device(verl_cfg)  # what verl's main_ppo.main does before run_ppo
     validate_verl_config(verl_cfg)
 
