@@ -47,6 +47,16 @@ def test_incomplete_conversations_stop_one_oracle_command_short(sft_policy, tmp_
         assert commands == {1.0: oracle, 0.0: oracle[:-1]}
         assert runs[0.0]["messages"][-1] == {"role": "assistant", "content": "done"}
     assert len(json.loads((out / "r.json").read_text())["trajectories"]) == 2  # the complete runs only
+    # Asking for incomplete runs leaves the complete conversations as they were (they have their own draws).
+    plain = tmp_path / "plain"
+    depgpo("sft-data", "--tasks", str(root / "tasks" / "pool"), "--out", str(plain / "c.jsonl"), "--reference",
+           str(plain / "r.json"), "--variants", "2", "scale=ci")
+    again = tmp_path / "again"
+    depgpo("sft-data", "--tasks", str(root / "tasks" / "pool"), "--out", str(again / "c.jsonl"), "--reference",
+           str(again / "r.json"), "--variants", "2", "--incomplete", "1", "scale=ci")
+    complete = [c for c in map(json.loads, (again / "c.jsonl").read_text().splitlines()) if c["reward"] == 1.0]
+    assert [c["messages"] for c in complete] == [json.loads(line)["messages"]
+                                                 for line in (plain / "c.jsonl").read_text().splitlines()]
 
 
 def test_rl_resumes_from_its_last_checkpoint_after_a_kill(sft_policy, tmp_path):

@@ -71,6 +71,7 @@ def build_sft_data(task_dirs: list[Path], out_jsonl: Path, reference_json: Path,
     `incomplete_per_task` extra conversations per task stop one oracle command short: an unverified teacher's
     mistake, kept although the verifier fails them, so that the SFT policy sometimes declares "done" too early."""
     rng = random.Random(seed)
+    incomplete_rng = random.Random(f"{seed}-incomplete")  # its own draws: the complete conversations stay the same
     scripts = []  # (task, commands, complete), drawn in a fixed order so the data do not depend on agent.workers
     for task_dir in task_dirs:
         task = load_task(task_dir)
@@ -79,7 +80,7 @@ def build_sft_data(task_dirs: list[Path], out_jsonl: Path, reference_json: Path,
             scripts.append((task, with_distractors(oracle, distractors, rng, 0 if variant == 0 else max_distractors),
                             True))
         for _ in range(incomplete_per_task):
-            scripts.append((task, with_distractors(oracle[:-1], distractors, rng, max_distractors), False))
+            scripts.append((task, with_distractors(oracle[:-1], distractors, incomplete_rng, max_distractors), False))
     kept, failed, incomplete, references = 0, 0, 0, []
     out_jsonl.parent.mkdir(parents=True, exist_ok=True)
     with open(out_jsonl, "w") as out:
