@@ -41,12 +41,6 @@ def _policy(checkpoint: Path, cfg, temperature: float | None = None):
     return make_policy(model, tokenizer, cfg, temperature)
 
 
-def _task_dirs(path: Path) -> list[Path]:
-    from depgpo.tasks import task_dirs
-
-    return task_dirs(path)  # a task set directory, one task, or a list file (one task directory per line)
-
-
 # --------------------------------------------------------------------------- sft-data
 def add_sft_data(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
@@ -76,10 +70,11 @@ def run_sft_data(args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     else:
+        from depgpo.tasks import task_dirs
         from depgpo.train.rl import agent_config
         from depgpo.train.sft_data import build_sft_data
 
-        counts = build_sft_data(_task_dirs(args.tasks), args.out, args.reference, agent_config(cfg), args.variants,
+        counts = build_sft_data(task_dirs(args.tasks), args.out, args.reference, agent_config(cfg), args.variants,
                                 args.max_distractors, cfg.seed, args.incomplete)
     print(json.dumps(counts))
     return 0 if counts["conversations"] else 1
@@ -108,12 +103,12 @@ def add_filter(parser: argparse.ArgumentParser) -> None:
 
 
 def run_filter(args: argparse.Namespace) -> int:
-    from depgpo.tasks import load_task
+    from depgpo.tasks import load_task_set
     from depgpo.train.filtering import run_filter as select
     from depgpo.train.rl import agent_config
 
     cfg = _compose(args)
-    tasks = [load_task(d) for d in _task_dirs(args.tasks)]
+    tasks = load_task_set(args.tasks)
     summary = select(_policy(args.policy, cfg), tasks, agent_config(cfg), cfg.filter.attempts,
                      cfg.filter.val_fraction, cfg.seed, args.out)
     print(json.dumps({k: v for k, v in summary.items() if k != "success_counts"}))
@@ -159,13 +154,13 @@ def add_evaluate(parser: argparse.ArgumentParser) -> None:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from depgpo.evaluate import evaluate, write_evaluation
-    from depgpo.tasks import load_task
+    from depgpo.tasks import load_task_set
     from depgpo.train.rl import agent_config
 
     cfg = _compose(args)
     policy = _policy(args.policy, cfg, cfg.eval.temperature)  # loaded once for all test sets
     for task_set in args.tasks:
-        tasks = [load_task(d) for d in _task_dirs(task_set)]
+        tasks = load_task_set(task_set)
         result = evaluate(policy, tasks, agent_config(cfg), cfg.eval.rounds, cfg.seed, args.run, task_set.stem)
         write_evaluation(result, args.out / f"{task_set.stem}.json")
         print(f"{args.run} on {task_set.stem}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")

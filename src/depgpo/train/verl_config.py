@@ -4,9 +4,9 @@
     verl_cfg = compose_verl_config(cfg)      # verl's config composed with them (struct mode: a key verl does not
                                              # know is an error, so this mapping cannot drift silently)
 
-On a GPU cluster, `python -m verl.trainer.main_ppo <overrides>` (with `depgpo.algos.verl_registry` and
-`depgpo.agent.verl_loop` imported in the Ray driver) runs the same method with vLLM rollouts. The local CPU trainer
-(depgpo.train.rl) reads the same sections of our config, so both paths train the same method.
+On GPUs, `depgpo rl ... rl.backend=verl` (depgpo.train.verl_trainer) adds the run's data set and trainer mode to
+these overrides and runs verl's trainer with vLLM rollouts. The local CPU trainer (depgpo.train.rl) reads the same
+sections of our config, so both paths train the same method.
 """
 
 from __future__ import annotations
