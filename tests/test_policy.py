@@ -2,6 +2,8 @@
 
 import importlib.util
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -199,3 +201,22 @@ def test_sampling_is_seeded_and_top_p_narrows_to_the_most_likely_token(tokenizer
     greedy = Policy(model, tokenizer, max_turn_tokens=16, temperature=0)
     assert [o.token_ids for o in run_episode(nucleus_of_one, turns=2, seed=5)[1]] == \
         [o.token_ids for o in run_episode(greedy, turns=2, seed=99)[1]]
+
+
+def test_device_setting_is_checked_before_any_work(tmp_path):
+    from depgpo.policy.device import resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="expected auto, cpu, cuda"):
+        resolve_device("gpu")
+    if torch.cuda.is_available():
+        return
+    # A stage asked for a GPU on a machine without one stops at once, names the setting and the fix, writes nothing.
+    out = tmp_path / "rl"
+    proc = subprocess.run([sys.executable, "-m", "depgpo", "rl", "--policy", str(tmp_path / "none"), "--train",
+                           str(tmp_path / "none.txt"), "--out", str(out), "device=cuda"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "device=cuda" in proc.stderr and "set device=cpu" in proc.stderr
+    assert not out.exists()

@@ -26,18 +26,26 @@ def _compose(args: argparse.Namespace):
         raise SystemExit(f"error: config: {e}")
     import torch
 
+    from depgpo.policy.device import resolve_device
+
+    try:
+        resolve_device(cfg.device)  # fail before any work: device=cuda on a machine without a GPU
+    except ValueError as e:
+        raise SystemExit(f"error: config: {e}")
+
     torch.set_num_threads(cfg.torch_threads)
     return cfg
 
 
 def _policy(checkpoint: Path, cfg, temperature: float | None = None):
+    from depgpo.policy.device import resolve_device
     from depgpo.policy.model import load_policy
     from depgpo.train.rl import make_policy
 
     if not (checkpoint / "config.json").is_file():
         raise SystemExit(f"error: {checkpoint}: not a policy checkpoint (no config.json); run the sft stage first")
     model, tokenizer = load_policy(checkpoint)
-    model.eval()
+    model.to(resolve_device(cfg.device)).eval()
     return make_policy(model, tokenizer, cfg, temperature)
 
 

@@ -27,6 +27,7 @@ from depgpo.algos.metrics import gradient_norm, token_entropy, update_metrics
 from depgpo.credit import CreditConfig, credit_with_fallback
 from depgpo.env.episode import EpisodeConfig
 from depgpo.policy.generate import Policy, response_logits, logprobs_from_logits
+from depgpo.policy.device import resolve_device
 from depgpo.policy.model import load_policy, save_policy
 from depgpo.tasks import Task
 
@@ -53,7 +54,9 @@ class RLTrainer:
         self.cfg, self.tasks, self.out_dir = cfg, train_tasks, Path(out_dir)
         self.checkpoint_dir = self.out_dir / "checkpoint"
         resume = (self.checkpoint_dir / "trainer_state.pt").is_file()
+        self.device = resolve_device(cfg.device)
         self.model, self.tokenizer = load_policy(self.checkpoint_dir if resume else policy_dir)
+        self.model.to(self.device)  # before the optimizer: its state (loaded below) follows the parameters' device
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
         self.start_update = 0
         self.tasks_drawn = 0  # position in the stream of shuffled epochs over the training tasks
@@ -170,9 +173,10 @@ class RLTrainer:
             log_probs.append(torch.nn.functional.pad(logprobs_from_logits(logits, r.response_ids), (0, pad)))
             entropies.append(torch.nn.functional.pad(token_entropy(logits), (0, pad)))
         log_prob, entropy = torch.stack(log_probs), torch.stack(entropies)
-        mask = self._padded([r.response_mask for r in rollouts], 0).float()
-        old_log_prob = self._padded([r.old_logprobs for r in rollouts], 0.0).float()
-        loss, loss_metrics = actor_loss(self.actor_config, old_log_prob, log_prob, advantages.float(), mask, entropy)
+        mask = self._padded([r.response_mask for r in rollouts], 0).float().to(self.device)
+        old_log_prob = self._padded([r.old_logprobs for r in rollouts], 0.0).float().to(self.device)
+        loss, loss_metrics = actor_loss(self.actor_config, old_log_prob, log_prob, advantages.float().to(self.device),
+                                        mask, entropy)
         self.optimizer.zero_grad()
         loss.backward()
         grad_norm = gradient_norm(self.model.parameters())

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from depgpo.policy.chat import conversation_segments, messages_to_turns
 from depgpo.policy.generate import tokenize
+from depgpo.policy.device import resolve_device
 from depgpo.policy.model import build_tiny_qwen3, load_smollm2, save_policy, train_tokenizer
 from depgpo.train.sft_import import read_conversations
 
@@ -59,8 +60,8 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfi
     if not examples:
         raise ValueError(f"{conversations_jsonl}: no conversation has assistant tokens within sft.max_seq_len")
 
-    _train(model, examples, train_cfg, out_dir / "metrics.jsonl")
-    save_policy(model, tokenizer, out_dir / "checkpoint")
+    _train(model.to(resolve_device(cfg.device)), examples, train_cfg, out_dir / "metrics.jsonl")
+    save_policy(model.cpu(), tokenizer, out_dir / "checkpoint")
     return out_dir / "checkpoint"
 
 
@@ -86,7 +87,7 @@ def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mappin
             order = torch.randperm(len(examples), generator=shuffle).tolist()
             for first in range(0, len(order), batch_size):
                 batch = [examples[i] for i in order[first:first + batch_size]]
-                input_ids, attention_mask, labels = _pad(batch)
+                input_ids, attention_mask, labels = (t.to(model.device) for t in _pad(batch))
                 # Hugging Face shifts the labels and averages the loss over the labelled tokens of the batch.
                 loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
                 optimizer.zero_grad()
