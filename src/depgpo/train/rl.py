@@ -1,8 +1,8 @@
 """The local RL trainer: the CPU path of every compared method, with the same estimator and loss code as verl.
 
 One update = `tasks_per_update` tasks x K rollouts of the current policy in the traced sandbox -> rewards ->
-(DepGPO: dependency credit -> step factors) -> per-token advantages (depgpo.algos) -> verl's policy loss -> one
-AdamW step. Checkpoints are written atomically every `checkpoint_every` updates; a killed run resumes from the last
+(DepGPO: dependency credit -> step factors) -> per-token advantages (depgpo.algos) -> verl's policy loss ->
+`ppo_epochs` AdamW steps on the batch. Checkpoints are written atomically every `checkpoint_every` updates; a killed run resumes from the last
 one, and a finished run (done.json) does nothing when rerun.
 """
 
@@ -159,34 +159,45 @@ class RLTrainer:
         return adv, info
 
     # ------------------------------------------------------------------ one update
-    def step(self, groups: list[Group]) -> dict:
-        rollouts = [r for g in groups for r in g.rollouts]
-        t0 = time.monotonic()
-        advantages, info = self.advantages(groups)
-        credit_s = time.monotonic() - t0
-        self.model.train()
-        width = advantages.shape[1]
+    def _forward(self, rollouts: list[Rollout], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs and entropies of every response token under the current policy, padded to `width`."""
         log_probs, entropies = [], []
         for r in rollouts:
             logits = response_logits(self.model, r.prompt_ids, r.response_ids)
             pad = width - len(r.response_ids)
             log_probs.append(torch.nn.functional.pad(logprobs_from_logits(logits, r.response_ids), (0, pad)))
             entropies.append(torch.nn.functional.pad(token_entropy(logits), (0, pad)))
-        log_prob, entropy = torch.stack(log_probs), torch.stack(entropies)
+        return torch.stack(log_probs), torch.stack(entropies)
+
+    def step(self, groups: list[Group]) -> dict:
+        """`rl.ppo_epochs` optimizer steps on the batch (verl's ppo_epochs, one mini-batch): the first is on-policy
+        (ratio 1); later ones are off-policy, where PPO's clip, DAPO's clip-higher and DPPO's trust region act."""
+        rollouts = [r for g in groups for r in g.rollouts]
+        t0 = time.monotonic()
+        advantages, info = self.advantages(groups)
+        credit_s = time.monotonic() - t0
+        self.model.train()
+        width = advantages.shape[1]
+        advantages = advantages.float().to(self.device)
         mask = self._padded([r.response_mask for r in rollouts], 0).float().to(self.device)
         old_log_prob = self._padded([r.old_logprobs for r in rollouts], 0.0).float().to(self.device)
-        loss, loss_metrics = actor_loss(self.actor_config, old_log_prob, log_prob, advantages.float().to(self.device),
-                                        mask, entropy)
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = gradient_norm(self.model.parameters())
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.rl.grad_clip)
-        self.optimizer.step()
-        masked_entropy = float((entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
+        per_epoch = []
+        for epoch in range(self.cfg.rl.ppo_epochs):
+            log_prob, entropy = self._forward(rollouts, width)
+            loss, loss_metrics = actor_loss(self.actor_config, old_log_prob, log_prob, advantages, mask, entropy)
+            self.optimizer.zero_grad()
+            loss.backward()
+            grad_norm = gradient_norm(self.model.parameters())
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.rl.grad_clip)
+            self.optimizer.step()
+            if epoch == 0:  # the entropy of the policy that sampled the batch
+                masked_entropy = float((entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
+            per_epoch.append({"train/loss": float(loss.detach()), "grad_norm": grad_norm, **loss_metrics})
+        mean = {key: sum(m[key] for m in per_epoch) / len(per_epoch) for key in per_epoch[0]}  # as verl logs them
         metrics = update_metrics(rewards=info["rewards"], group_ids=info["group_ids"], entropy=masked_entropy,
-                                 grad_norm=grad_norm, step_factors=info.get("step_factors"),
+                                 grad_norm=mean.pop("grad_norm"), step_factors=info.get("step_factors"),
                                  credit_diagnostics=info.get("credit_diagnostics"))
-        metrics.update({"train/loss": float(loss.detach()), "time/credit_s": credit_s, **loss_metrics})
+        metrics.update({"time/credit_s": credit_s, **mean})
         return metrics
 
     # ------------------------------------------------------------------ the run

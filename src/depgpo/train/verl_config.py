@@ -45,10 +45,10 @@ def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, 
         f"{a}.optim.lr": rl.lr,
         f"{a}.optim.weight_decay": rl.weight_decay,
         f"{a}.grad_clip": rl.grad_clip,
-        f"{a}.ppo_mini_batch_size": rl.tasks_per_update,  # one optimizer step per update, as in the CPU trainer
+        f"{a}.ppo_mini_batch_size": rl.tasks_per_update,  # one mini-batch: ppo_epochs steps per update, as locally
         f"{a}.ppo_micro_batch_size_per_gpu": 1,
         f"{r}.log_prob_micro_batch_size_per_gpu": 1,  # verl's validate_config requires one of the two sizes
-        f"{a}.ppo_epochs": 1,
+        f"{a}.ppo_epochs": rl.ppo_epochs,
         f"{a}.use_kl_loss": False,
         f"{a}.policy_loss.loss_mode": actor.policy_loss,
         f"{a}.clip_ratio_low": actor.clip_ratio_low,
