@@ -19,8 +19,10 @@ FOCAL = f"{CFG.focal_setting.model}/{CFG.focal_setting.data}"  # where the beta 
 if FOCAL not in SETTINGS:
     raise ValueError(f"config focal_setting {FOCAL} is not one of settings ({', '.join(SETTINGS)})")
 SWEEP = [f"depgpo_beta{b}" for b in CFG.betas if float(b) != 0.5] + [f"depgpo_{v}" for v in CFG.ablations]
-RUNS = list(CFG.methods) + SWEEP
-RUN_SETTINGS = {run: [FOCAL] if run in SWEEP else SETTINGS for run in RUNS}  # every method in every setting
+CONTROLS = list(CFG.controls)  # runs that are not evaluated: the frozen twin (depgpo.config.CONTROL_RUNS)
+RUNS = list(CFG.methods) + SWEEP + CONTROLS
+RUN_SETTINGS = {run: SETTINGS if run in CFG.methods else [FOCAL] for run in RUNS}  # every method in every setting
+EVALUATED = {run: settings for run, settings in RUN_SETTINGS.items() if run not in CONTROLS}
 SEEDS = list(CFG.seeds)
 TEST_SETS = list(CFG.eval.test_sets)  # Terminal-Bench 2.0 and 2.1 (or their generated stand-ins)
 

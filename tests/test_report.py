@@ -282,3 +282,22 @@ def test_table11_agrees_with_the_credit_modules_own_statistics(tmp_path):
     assert values["Positive-credit writes with indirect contribution"] == pytest.approx(
         expected["positive_writes_with_indirect_pct"])
     assert values["credit/fallback=no turn has positive credit"] == pytest.approx(0.25)  # 1 of 2, then 0 of 2
+
+
+def test_fig5_reads_methods_against_the_frozen_control(tmp_path):
+    from depgpo.report.figures import fig5, gain_over_frozen
+
+    results = build_results(tmp_path / "results")
+    for seed in SEEDS:  # the control: half the methods' reward at every update (they have 0.1 x update)
+        write_jsonl(results / SETA.path / "rl" / "frozen" / f"seed{seed}" / "metrics.jsonl",
+                    [{"update": u, "train/reward_mean": 0.05 * u} for u in range(UPDATES)])
+    tree = ResultsTree(results)
+    gain = gain_over_frozen(tree.run_metrics(SETA, "grpo"), tree.run_metrics(SETA, "frozen"))
+    assert gain == pytest.approx(statistics.fmean(0.05 * u for u in range(UPDATES)))
+    legend = [text.get_text() for text in fig5(tree, SETA).figure.axes[0].get_legend().get_texts()]
+    assert legend == ["DepGPO (+0.10 vs frozen)", "GRPO (+0.10 vs frozen)", "GiGPO (+0.10 vs frozen)",
+                      "SFT policy, frozen (same draws)"]
+    # without the control (the paper's grid), the labels are the methods' names alone
+    legend = [text.get_text() for text in fig5(ResultsTree(build_results(tmp_path / "plain")), SETA)
+              .figure.axes[0].get_legend().get_texts()]
+    assert legend == ["DepGPO", "GRPO", "GiGPO"]

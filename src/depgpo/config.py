@@ -36,6 +36,10 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
     OmegaConf.resolve(cfg)
     validate_method_config(cfg)
+    unknown = [run for run in cfg.get("controls", []) if run not in CONTROL_RUNS]
+    if unknown:
+        raise ValueError(f"controls: unknown control run(s) {', '.join(map(str, unknown))}; valid: "
+                         f"{', '.join(CONTROL_RUNS)}")
     return cfg
 
 
@@ -57,8 +61,15 @@ def run_name(cfg: DictConfig) -> str:
     return "depgpo"
 
 
+# Control runs (config `controls`), not methods: `frozen` samples GRPO's draws with the SFT policy and never changes it
+# (lr 0), so a method's training reward can be read against the same tasks and sampling seeds (Figure 5a).
+CONTROL_RUNS = {"frozen": ["method=grpo", "rl.lr=0"]}
+
+
 def run_overrides(run: str) -> list[str]:
-    """The config overrides that reproduce a run name (inverse of `run_name`)."""
+    """The config overrides that reproduce a run name (inverse of `run_name`, and the control runs)."""
+    if run in CONTROL_RUNS:
+        return list(CONTROL_RUNS[run])
     if run.startswith("depgpo_beta"):
         return ["method=depgpo", f"credit.beta={run.removeprefix('depgpo_beta')}"]
     if run.startswith("depgpo_"):

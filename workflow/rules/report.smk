@@ -4,7 +4,8 @@
 rule report:
     input:
         evals=[f"{R}/{setting}/eval/{run}/seed{seed}/{test}.json" for run, settings in {"sft": SETTINGS,
-               **RUN_SETTINGS}.items() for setting in settings for seed in SEEDS for test in TEST_SETS],
+               **EVALUATED}.items() for setting in settings for seed in SEEDS for test in TEST_SETS],
+        controls=[f"{R}/{FOCAL}/rl/{run}/seed{seed}/done.json" for run in CONTROLS for seed in SEEDS],
         filters=expand(f"{R}/{{setting}}/filter/filter.json", setting=SETTINGS),
         references=expand(f"{R}/{{setting}}/sft/reference_credit.json", setting=SETTINGS),
     output:

@@ -18,7 +18,9 @@ from depgpo.report.load import MissingInput, ResultsTree, Setting
 from depgpo.report.tables import TEST_SETS
 
 CURVES = {"depgpo": ("DepGPO", "tab:blue"), "grpo": ("GRPO", "tab:pink"), "gigpo": ("GiGPO", "tab:olive")}
-TRAINING_PANELS = [("train/reward_mean", "(a) training reward", False),
+REWARD = "train/reward_mean"
+FROZEN = "frozen"  # the control run of depgpo.config.CONTROL_RUNS
+TRAINING_PANELS = [(REWARD, "(a) training reward", False),
                    ("actor/entropy", "(b) policy entropy", True),
                    ("actor/grad_norm", "(c) gradient norm", False)]
 STEP_FACTOR_STD = "depgpo/step_factor_std"
@@ -117,11 +119,11 @@ def fig1d(tree: ResultsTree, focal: Setting) -> Plot:
 # ---------------------------------------------------------------------- Figure 5
 
 
-def plot_curve(ax: Axes, metrics: pd.DataFrame, key: str, label: str, color: str) -> None:
+def plot_curve(ax: Axes, metrics: pd.DataFrame, key: str, label: str, color: str, linestyle: str = "-") -> None:
     """The mean over seeds per update; with several seeds, their range shaded."""
     per_update = metrics.groupby("update")[key]
     mean = per_update.mean()
-    ax.plot(mean.index, mean.values, label=label, color=color, linewidth=1.2)
+    ax.plot(mean.index, mean.values, label=label, color=color, linewidth=1.2, linestyle=linestyle)
     if metrics.seed.nunique() > 1:
         ax.fill_between(mean.index, per_update.min(), per_update.max(), color=color, alpha=0.15, linewidth=0)
 
@@ -131,8 +133,17 @@ def shade_late_window(ax: Axes, updates: pd.Series) -> None:
     ax.axvspan(last - (last - first) * LATE_WINDOW, last, color="0.85", zorder=0)
 
 
+def gain_over_frozen(metrics: pd.DataFrame, frozen: pd.DataFrame) -> float:
+    """Mean training reward minus the frozen twin's, over the (seed, update) pairs both have: the part of the reward
+    that the updates made, with the tasks drawn and the sampling seeds held equal."""
+    key = ["seed", "update"]
+    both = metrics[[*key, REWARD]].merge(frozen[[*key, REWARD]], on=key, suffixes=("", "_frozen")).dropna()
+    return float((both[REWARD] - both[f"{REWARD}_frozen"]).mean()) if len(both) else float("nan")
+
+
 def fig5(tree: ResultsTree, focal: Setting) -> Plot:
-    """Training reward, entropy (log scale) and gradient norm of DepGPO, GRPO and GiGPO; DepGPO's step-factor std."""
+    """Training reward, entropy (log scale) and gradient norm of DepGPO, GRPO and GiGPO; DepGPO's step-factor std.
+    Where the `frozen` control ran, panel (a) also shows it, and each label gives the method's mean gain over it."""
     runs, notes = {}, []
     for run in CURVES:
         try:
@@ -141,6 +152,10 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
             notes.append(str(missing))
     if not runs:
         raise MissingInput(f"{focal.path}/rl/{{{','.join(CURVES)}}}/seed*/metrics.jsonl", "rl")
+    try:
+        frozen = tree.run_metrics(focal, FROZEN, (REWARD,))
+    except MissingInput:  # the control is optional (config `controls`); the paper's grid has none
+        frozen = None
     updates = pd.concat([metrics["update"] for metrics in runs.values()])
     figure = Figure(figsize=(16, 3.4), layout="constrained")
     axes = figure.subplots(1, 4)
@@ -152,7 +167,12 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
             if key not in metrics or metrics[key].isna().all():
                 notes.append(f"{focal.path}/rl/{run}: metrics.jsonl has no '{key}'")
                 continue
-            plot_curve(ax, metrics.dropna(subset=[key]), key, *CURVES[run])
+            label, color = CURVES[run]
+            if key == REWARD and frozen is not None:
+                label = f"{label} ({gain_over_frozen(metrics, frozen):+.2f} vs frozen)"
+            plot_curve(ax, metrics.dropna(subset=[key]), key, label, color)
+        if key == REWARD and frozen is not None:
+            plot_curve(ax, frozen, key, "SFT policy, frozen (same draws)", "0.4", linestyle="--")
         shade_late_window(ax, updates)
         if log_scale:
             ax.set_yscale("log")
