@@ -137,7 +137,7 @@ def run_local_steps(fixture: Path, scratch: Path, devices: list[str], names=tupl
     return rows
 
 
-def run_verl_engine(fixture: Path, device: str, local_rows: list[dict]) -> list[dict]:
+def run_verl_engine(fixture: Path, scratch: Path, device: str, local_rows: list[dict]) -> list[dict]:
     """verl's FSDP engine and actor loss (bench/verl_engine_step.py) on the recorded batch with each policy loss, set
     against the local trainer's step on the same device (same weights, batch and advantages). One device per process:
     verl's platform and process group are set up once."""
@@ -154,7 +154,7 @@ def run_verl_engine(fixture: Path, device: str, local_rows: list[dict]) -> list[
         try:
             groups = load_groups(fixture)
             trainer = _trainer([*CONFIGS[name], "device=cpu"], fixture / "policy", [g.task for g in groups],
-                               fixture.parent / "gpu_check_scratch" / f"verl-{name}")
+                               scratch / f"verl-{name}")
             advantages, _ = trainer.advantages(groups)
             rollouts = [r for g in groups for r in g.rollouts]
             cfg = compose(["scale=tiny", *CONFIGS[name]])
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> None:
     if args.wide:
         report["wide_model_steps"] = run_wide_steps(args.fixture, scratch, devices)
     if not args.skip_verl_engine:
-        report["verl_engine"] = run_verl_engine(args.fixture, devices[-1], report["local_steps"])
+        report["verl_engine"] = run_verl_engine(args.fixture, scratch, devices[-1], report["local_steps"])
     shutil.rmtree(scratch, ignore_errors=True)
     args.out.write_text(json.dumps(report, indent=1, default=str))
     ok = [r["config"] for r in report["local_steps"] if r["ok"]]

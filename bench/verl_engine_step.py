@@ -9,6 +9,7 @@ Single process (world size 1). Run `python bench/verl_engine_step.py` for a CPU 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from functools import partial
 
@@ -23,7 +24,10 @@ FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 def _init_process(device: str) -> None:
     if torch.distributed.is_initialized():  # a second call in the same process reuses group and platform
         return
-    for key, val in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "RANK": "0", "WORLD_SIZE": "1",
+    with socket.socket() as probe:  # a free port, so that two checks on one machine do not collide
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    for key, val in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": "0", "WORLD_SIZE": "1",
                      "LOCAL_RANK": "0"}.items():
         os.environ.setdefault(key, val)
     if device == "cpu":

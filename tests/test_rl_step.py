@@ -42,19 +42,37 @@ def batch(trainer: RLTrainer) -> list[Group]:
     return [Group(load_task(TASK), rollouts)]
 
 
-def step(policy_dir: Path, tmp_path: Path, method: str, epochs: int) -> dict:
-    cfg = compose(["scale=ci", f"method={method}", f"rl.ppo_epochs={epochs}", "rl.lr=0.05", "device=cpu"])
-    trainer = RLTrainer(cfg, policy_dir, [], tmp_path / f"{method}-{epochs}")
-    return trainer.step(batch(trainer))
+def step(policy_dir: Path, tmp_path: Path, name: str, epochs: int, *overrides: str) -> tuple[dict, RLTrainer]:
+    cfg = compose(["scale=ci", f"rl.ppo_epochs={epochs}", "rl.lr=0.05", "device=cpu", *overrides])
+    trainer = RLTrainer(cfg, policy_dir, [], tmp_path / f"{name}-{epochs}")
+    return trainer.step(batch(trainer)), trainer
+
+
+def adam_steps(trainer: RLTrainer) -> set[int]:
+    return {int(state["step"]) for state in trainer.optimizer.state.values()}
 
 
 def test_one_epoch_is_on_policy_and_later_epochs_clip(policy_dir, tmp_path):
-    one = {m: step(policy_dir, tmp_path, m, 1) for m in ("grpo", "dapo")}
-    # on-policy, every ratio is 1: nothing is clipped, and DAPO's clip-higher changes nothing
-    assert one["grpo"]["actor/pg_clipfrac"] == 0.0
-    assert one["dapo"]["train/loss"] == pytest.approx(one["grpo"]["train/loss"])
-    three = {m: step(policy_dir, tmp_path, m, 3) for m in ("grpo", "dapo")}
-    # off-policy epochs move the ratios past 1 ± 0.2: PPO's clip acts, and clip-higher's bound (1.28) gives DAPO
-    # another loss on the same batch
-    assert three["grpo"]["actor/pg_clipfrac"] > 0.0
-    assert three["dapo"]["train/loss"] != pytest.approx(three["grpo"]["train/loss"], rel=1e-3)
+    grpo = ["method=grpo"]
+    higher = ["method=grpo", "actor.clip_ratio_high=0.28"]  # DAPO's clip-higher, nothing else of DAPO
+    one, trainer = step(policy_dir, tmp_path, "grpo", 1, *grpo)
+    one_higher, _ = step(policy_dir, tmp_path, "higher", 1, *higher)
+    assert adam_steps(trainer) == {1}
+    # on-policy, every ratio is 1: nothing is clipped, so the upper clip bound changes nothing
+    assert one["actor/pg_clipfrac"] == 0.0
+    assert one_higher["train/loss"] == pytest.approx(one["train/loss"])
+    three, trainer = step(policy_dir, tmp_path, "grpo", 3, *grpo)
+    three_higher, _ = step(policy_dir, tmp_path, "higher", 3, *higher)
+    assert adam_steps(trainer) == {3}
+    # the second and third steps are off-policy: ratios pass 1 ± 0.2, PPO's clip acts, and the upper bound matters
+    assert three["actor/pg_clipfrac"] > 0.0
+    assert three_higher["train/loss"] != pytest.approx(three["train/loss"], rel=1e-3)
+
+
+def test_ppo_epochs_reaches_verl_and_is_checked():
+    from depgpo.train.verl_config import verl_overrides
+
+    cfg = compose(["scale=paper", "rl.ppo_epochs=2"])
+    assert "actor_rollout_ref.actor.ppo_epochs=2" in verl_overrides(cfg, "/models/policy")
+    with pytest.raises(ValueError, match="rl.ppo_epochs=0"):
+        compose(["scale=tiny", "rl.ppo_epochs=0"])

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("verl")
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("grpo", "dapo", "dppo", "depgpo")

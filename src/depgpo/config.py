@@ -36,6 +36,8 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
     OmegaConf.resolve(cfg)
     validate_method_config(cfg)
+    if cfg.rl.ppo_epochs < 1:
+        raise ValueError(f"rl.ppo_epochs={cfg.rl.ppo_epochs}: optimizer steps per update must be at least 1")
     unknown = [run for run in cfg.get("controls", []) if run not in CONTROL_RUNS]
     if unknown:
         raise ValueError(f"controls: unknown control run(s) {', '.join(map(str, unknown))}; valid: "

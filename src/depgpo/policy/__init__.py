@@ -2,6 +2,6 @@
 
 Modules: `chat` (ChatML rendering and parsing of bash turns; text only, no torch), `model` (tiny Qwen3 + trained
 tokenizer, SmolLM2 from its GGUF, save/load) and `generate` (`Policy`, the per-turn sampler with verl's token
-layout, and `sequence_logprobs` for the loss), `device` (the `device` setting). Import the submodule you need; only `model` and `generate` load
-torch and transformers.
+layout, and `sequence_logprobs` for the loss), `device` (the `device` setting). Import the submodule you need;
+`chat` loads neither torch nor transformers, `device` only torch.
 """

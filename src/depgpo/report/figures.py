@@ -6,6 +6,7 @@ are involved. A builder that finds none of its inputs raises MissingInput; input
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from depgpo.report.tables import TEST_SETS
 
 CURVES = {"depgpo": ("DepGPO", "tab:blue"), "grpo": ("GRPO", "tab:pink"), "gigpo": ("GiGPO", "tab:olive")}
 REWARD = "train/reward_mean"
-FROZEN = "frozen"  # the control run of depgpo.config.CONTROL_RUNS
+FROZEN = "frozen"  # a control run of depgpo.config.CONTROL_RUNS: the SFT policy on the methods' draws
 TRAINING_PANELS = [(REWARD, "(a) training reward", False),
                    ("actor/entropy", "(b) policy entropy", True),
                    ("actor/grad_norm", "(c) gradient norm", False)]
@@ -168,8 +169,9 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
                 notes.append(f"{focal.path}/rl/{run}: metrics.jsonl has no '{key}'")
                 continue
             label, color = CURVES[run]
-            if key == REWARD and frozen is not None:
-                label = f"{label} ({gain_over_frozen(metrics, frozen):+.2f} vs frozen)"
+            gain = gain_over_frozen(metrics, frozen) if key == REWARD and frozen is not None else math.nan
+            if not math.isnan(gain):  # nan: no (seed, update) in common with the control
+                label = f"{label} ({gain:+.2f} vs frozen)"
             plot_curve(ax, metrics.dropna(subset=[key]), key, label, color)
         if key == REWARD and frozen is not None:
             plot_curve(ax, frozen, key, "SFT policy, frozen (same draws)", "0.4", linestyle="--")

@@ -1,4 +1,5 @@
-"""The local RL trainer: the CPU path of every compared method, with the same estimator and loss code as verl.
+"""The local RL trainer (CPU or one GPU, `device`): every compared method, with the same estimator and loss code as
+verl.
 
 One update = `tasks_per_update` tasks x K rollouts of the current policy in the traced sandbox -> rewards ->
 (DepGPO: dependency credit -> step factors) -> per-token advantages (depgpo.algos) -> verl's policy loss ->
@@ -61,7 +62,8 @@ class RLTrainer:
         self.start_update = 0
         self.tasks_drawn = 0  # position in the stream of shuffled epochs over the training tasks
         if resume:
-            state = torch.load(self.checkpoint_dir / "trainer_state.pt", weights_only=False)
+            # saved on any device; load_state_dict then moves the state onto the parameters' device
+            state = torch.load(self.checkpoint_dir / "trainer_state.pt", weights_only=False, map_location="cpu")
             self.optimizer.load_state_dict(state["optimizer"])
             self.start_update = state["next_update"]
             self.tasks_drawn = state.get("tasks_drawn", 0)
