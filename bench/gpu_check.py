@@ -228,6 +228,59 @@ def run(args: argparse.Namespace) -> None:
     print(f"local steps ok on {devices}: {len(ok)}/{len(CONFIGS)} -> {args.out}")
 
 
+# ---------------------------------------------------------------------------------------------------- sft
+# Without flash-attn (the lent GPU machine has none): SDPA attention, padded batches, no torch.compile.
+NO_FLASH_ATTN = ("sft.verl_overrides=['+model.override_config.attn_implementation=sdpa',"
+                 "'model.use_remove_padding=false','engine.use_torch_compile=false']")
+
+
+def conversation_loss(model_dir: Path, conversations: Path, cfg, device: str) -> float:
+    """Mean loss per model-written token of a checkpoint on the conversations (teacher forcing, no update)."""
+    from depgpo.policy.chat import conversation_segments, messages_to_turns
+    from depgpo.policy.model import load_policy
+    from depgpo.train.sft import IGNORE_INDEX, encode_segments
+    from depgpo.train.sft_import import read_conversations
+
+    model, tokenizer = load_policy(model_dir)
+    model.to(device).eval()
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for row in read_conversations(conversations):
+            segments = conversation_segments(*messages_to_turns(row["messages"]), cfg.agent.observation_chars)
+            ids, labels = (x[:cfg.sft.max_seq_len] for x in encode_segments(tokenizer, segments))
+            count = sum(label != IGNORE_INDEX for label in labels[1:])
+            loss = model(input_ids=torch.tensor([ids], device=device), labels=torch.tensor([labels], device=device)).loss
+            total, tokens = total + float(loss) * count, tokens + count
+    return total / tokens
+
+
+def sft(args: argparse.Namespace) -> None:
+    """`depgpo sft` with the local trainer (on the GPU) and with verl's SFT trainer, from the same initial model,
+    on the same conversations; the loss of the initial model and of both results on those conversations."""
+    import subprocess
+
+    from depgpo.config import compose
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    common = ["scale=tiny", f"sft.epochs={args.epochs}"]
+    report: dict = {"epochs": args.epochs, "device": device}
+    for backend, extra in (("local", [f"device={device}"]), ("verl", ["sft.backend=verl", NO_FLASH_ATTN])):
+        start = time.perf_counter()
+        with open(args.out / f"sft_{backend}.log", "w") as log:
+            proc = subprocess.run([sys.executable, "-m", "depgpo", "sft", "--data", str(args.data), "--out",
+                                   str(args.out / backend), *common, *extra], stdout=log, stderr=subprocess.STDOUT)
+        report[backend] = {"returncode": proc.returncode, "seconds": time.perf_counter() - start}
+    cfg = compose(common)
+    if (args.out / "verl" / "initial").is_dir():  # the tiny model verl started from (the local trainer builds the same)
+        report["initial_loss"] = conversation_loss(args.out / "verl" / "initial", args.data, cfg, device)
+    for backend in ("local", "verl"):
+        if (args.out / backend / "checkpoint" / "config.json").is_file():
+            report[backend]["loss"] = conversation_loss(args.out / backend / "checkpoint", args.data, cfg, device)
+    (args.out / "sft_check.json").write_text(json.dumps(report, indent=1))
+    print(json.dumps(report))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -242,8 +295,12 @@ def main() -> None:
     go.add_argument("--out", type=Path, required=True)
     go.add_argument("--skip-verl-engine", action="store_true")
     go.add_argument("--wide", action="store_true", help="also time grpo/depgpo steps of a ~76 M-parameter model")
+    tune = sub.add_parser("sft", help="SFT with the local trainer and with verl's SFT trainer, side by side")
+    tune.add_argument("--data", type=Path, required=True, help="conversations JSONL (e.g. the tiny DAG's)")
+    tune.add_argument("--out", type=Path, required=True)
+    tune.add_argument("--epochs", type=int, default=20)
     args = parser.parse_args()
-    record(args) if args.command == "record" else run(args)
+    {"record": record, "run": run, "sft": sft}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -31,29 +31,48 @@ def _init_process(device: str) -> None:
                      "LOCAL_RANK": "0"}.items():
         os.environ.setdefault(key, val)
     if device == "cpu":
-        _use_cpu_platform()
+        use_cpu_platform()
     else:
         torch.cuda.set_device(0)
     torch.distributed.init_process_group(backend="gloo" if device == "cpu" else "nccl")
 
 
-def _use_cpu_platform() -> None:
-    # verl 0.9.1 registers no CPU platform: with no GPU it falls back to 'nvidia', so get_device_id() calls
-    # torch.cuda.current_device() and fails. Its plugin hook `set_platform` lets us install a CPU one, and
-    # VERL_ENGINE_DEVICE=cuda picks the FSDP engine class (registered for devices cuda/npu only). Must run before
-    # verl.workers.engine is imported: fsdp/transformer_impl.py reads get_device_name() at import time.
+class _CPUDeviceModule:
+    """torch.cpu plus the memory queries verl makes of its device module between steps (nothing to report on a CPU)."""
+
+    def __getattr__(self, name):
+        return getattr(torch.cpu, name)
+
+    memory_allocated = memory_reserved = max_memory_allocated = max_memory_reserved = staticmethod(lambda *_: 0)
+    empty_cache = reset_peak_memory_stats = staticmethod(lambda *_: None)
+    mem_get_info = staticmethod(lambda *_: (0, 0))
+    get_device_name = staticmethod(lambda *_: "CPU")  # verl's MFU estimate: an unknown device, no peak FLOP/s
+
+
+def use_cpu_platform() -> None:
+    """A CPU stand-in for the GPU platform verl 0.9.1 requires (it has none for CPUs), so that verl's own training
+    code can run here: the GPU is the boundary this machine lacks.
+
+    With no GPU verl falls back to 'nvidia', so get_device_id() calls torch.cuda.current_device() and fails. Its
+    plugin hook `set_platform` installs a CPU one, and VERL_ENGINE_DEVICE=cuda picks the FSDP engine class (registered
+    for devices cuda/npu only). verl's process-group string would name the CPU twice ("cpu:gloo,cpu:gloo"), so its
+    initializer becomes plain gloo. Must run before verl.workers.engine is imported: fsdp/transformer_impl.py reads
+    get_device_name() at import time."""
+    import verl.utils.distributed
     from verl.plugin.platform.platform_cuda import PlatformCUDA
     from verl.plugin.platform.platform_manager import set_platform
 
     class PlatformCPU(PlatformCUDA):
         device_name = "cpu"
-        device_module = torch.cpu  # verl's memory logger returns zeros for torch.cpu
+        device_module = _CPUDeviceModule()
         is_available = lambda self: True  # noqa: E731
         current_device = lambda self: "cpu"  # noqa: E731  (used as `tensor.to(get_device_id())`, FSDP device_id)
         communication_backend_name = lambda self: "gloo"  # noqa: E731
 
     set_platform(PlatformCPU())
     os.environ["VERL_ENGINE_DEVICE"] = "cuda"
+    verl.utils.distributed.initialize_global_process_group = (
+        lambda timeout_second=None: torch.distributed.init_process_group("gloo"))
 
 
 def _left_right_padded(batch: dict, pad_id: int) -> dict[str, torch.Tensor]:

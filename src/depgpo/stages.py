@@ -37,6 +37,15 @@ def _compose(args: argparse.Namespace):
     return cfg
 
 
+def _gpus_for(setting: str) -> None:
+    """verl's trainers need GPUs: say so before any work, naming the setting and the CPU alternative."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit(f"error: config: {setting}=verl needs GPUs (verl's FSDP engine); on this machine use "
+                         f"{setting}=local")
+
+
 def _policy(checkpoint: Path, cfg, temperature: float | None = None):
     from depgpo.policy.device import resolve_device
     from depgpo.policy.model import load_policy
@@ -96,9 +105,15 @@ def add_sft(parser: argparse.ArgumentParser) -> None:
 
 
 def run_sft(args: argparse.Namespace) -> int:
-    from depgpo.train.sft import run_sft as train
-
-    print(f"checkpoint: {train(args.data, args.out, _compose(args))}")
+    cfg = _compose(args)
+    if cfg.sft.backend == "verl":
+        _gpus_for("sft.backend")
+        from depgpo.train.verl_sft import run_verl_sft as train
+    elif cfg.sft.backend == "local":
+        from depgpo.train.sft import run_sft as train
+    else:
+        raise SystemExit(f"error: config: sft.backend={cfg.sft.backend!r}; valid: local, verl")
+    print(f"checkpoint: {train(args.data, args.out, cfg)}")
     return 0
 
 
@@ -138,6 +153,7 @@ def add_rl(parser: argparse.ArgumentParser) -> None:
 def run_rl(args: argparse.Namespace) -> int:
     cfg = _compose(args)
     if cfg.rl.backend == "verl":
+        _gpus_for("rl.backend")
         from depgpo.train.verl_trainer import run_verl_rl
 
         run_verl_rl(cfg, list(args.overrides), args.policy, args.train, args.out)

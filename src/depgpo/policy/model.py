@@ -58,10 +58,15 @@ def load_smollm2(cache_dir: str | Path) -> tuple[PreTrainedModel, PreTrainedToke
 
     Its ChatML tokens are native; <bash>, </bash> and <done/> stay ordinary text, so no embedding is added untrained.
     """
-    converted = Path(cache_dir) / "SmolLM2-135M-Instruct"
+    return load_policy(smollm2_dir(cache_dir))
+
+
+def smollm2_dir(cache_dir: str | Path) -> Path:
+    """The Hugging Face directory of SmolLM2-135M-Instruct under cache_dir, converted from the GGUF on first use."""
+    converted = Path(cache_dir).expanduser() / "SmolLM2-135M-Instruct"
     if not (converted / "config.json").exists():
         _convert_smollm2_gguf(converted)
-    return load_policy(converted)
+    return converted
 
 
 def _convert_smollm2_gguf(out_dir: Path) -> None:

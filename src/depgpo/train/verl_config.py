@@ -83,10 +83,11 @@ def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, 
         "trainer.project_name": "depgpo",
         "trainer.experiment_name": f"{cfg.model.name}-{cfg.data.name}-{cfg.method.name}-seed{cfg.seed}",
     }
-    return [f"{key}={_value(value)}" for key, value in overrides.items()]
+    return [f"{key}={hydra_value(value)}" for key, value in overrides.items()]
 
 
-def _value(value) -> str:
+def hydra_value(value) -> str:
+    """A value as Hydra override text: booleans in lower case; paths and list literals as they are."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str) and (os.sep in value or value.startswith("[")):
