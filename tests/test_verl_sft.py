@@ -71,16 +71,28 @@ def test_verl_reads_the_local_trainers_tokens(data):
 
 
 def test_observation_cut_and_length_follow_our_config(data):
+    """As the local trainer: observations cut to agent.observation_chars, conversations to sft.max_seq_len, and a
+    conversation left without assistant tokens dropped."""
     _, parquet = data
-    cfg = compose(["scale=tiny", "agent.observation_chars=100", "sft.max_seq_len=64"])
-    verl_cfg = compose_verl_sft_config(cfg, model_path="/models/policy", train_parquet=str(parquet),
-                                       out_dir="/tmp/unused")
-    assert verl_cfg.data.observation_chars == 100 and verl_cfg.data.max_length == 64
-    assert verl_cfg.data.custom_cls.path == "pkg://depgpo.train.verl_sft"
     tokenizer = train_tokenizer(["sed -i s/80/8080/ /app/app.ini", "x" * 50], 300)
-    dataset = ConversationDataset(str(parquet), tokenizer, verl_cfg.data)
-    full = encode_segments(tokenizer, conversation_segments(*messages_to_turns(CONVERSATIONS[1]["messages"]), 100))
-    assert dataset[1]["input_ids"].tolist() == full[0][:64]  # cut to sft.max_seq_len, as the local trainer cuts
+    full = [encode_segments(tokenizer, conversation_segments(*messages_to_turns(c["messages"]), 100))
+            for c in CONVERSATIONS]
+    first_written = [labels.index(next(label for label in labels if label != IGNORE_INDEX)) for _, labels in full]
+    assert len(full[0][0]) < first_written[1]  # the second conversation's long prompt outlasts the whole first one
+
+    def dataset(max_seq_len: int) -> ConversationDataset:
+        cfg = compose(["scale=tiny", "agent.observation_chars=100", f"sft.max_seq_len={max_seq_len}"])
+        verl_cfg = compose_verl_sft_config(cfg, model_path="/models/policy", train_parquet=str(parquet),
+                                           out_dir="/tmp/unused")
+        assert verl_cfg.data.observation_chars == 100 and verl_cfg.data.max_length == max_seq_len
+        assert verl_cfg.data.custom_cls.path == "pkg://depgpo.train.verl_sft"
+        return ConversationDataset(str(parquet), tokenizer, verl_cfg.data)
+
+    cut = dataset(first_written[1] + 3)  # the second conversation keeps 3 of its written tokens
+    assert [item["input_ids"].tolist() for item in cut] == [full[0][0], full[1][0][:first_written[1] + 3]]
+    assert cut[1]["loss_mask"].tolist()[-3:] == [1, 1, 1]
+    dropped = dataset(len(full[0][0]))  # the second one has nothing the model wrote left: gone
+    assert [item["input_ids"].tolist() for item in dropped] == [full[0][0]]
 
 
 def test_paper_sft_maps_table5_onto_verl():
@@ -95,6 +107,29 @@ def test_paper_sft_maps_table5_onto_verl():
     with pytest.raises(Exception, match="no_such_key"):  # struct mode: an unknown key fails composition
         compose_verl_sft_config(compose(["scale=paper", "sft.verl_overrides=['trainer.no_such_key=1']"]),
                                 model_path="/m", train_parquet="/t", out_dir="/o")
+
+
+def test_paths_reach_verl_as_they_are():
+    """Hydra's override grammar reads commas as sweeps and = ( ) ' as syntax: such paths are quoted on the way."""
+    odd = "/models/Qwen 3.5, 9B=(final)'s"
+    verl_cfg = compose_verl_sft_config(compose(["scale=paper"]), model_path=odd, train_parquet="/data/a,b.parquet",
+                                       out_dir="/results/sft/verl")
+    assert verl_cfg.model.path == odd and verl_cfg.data.train_files == "/data/a,b.parquet"
+
+
+def test_export_takes_the_step_verls_tracker_names(tmp_path):
+    for step in (5, 10):
+        hf = tmp_path / "verl" / f"global_step_{step}" / "huggingface"
+        hf.mkdir(parents=True)
+        (hf / "config.json").write_text("{}")
+        (hf / "model.safetensors").write_text(str(step))
+    (tmp_path / "verl" / "global_step_10" / "huggingface" / "model.safetensors").unlink()  # step 10 died mid-save
+    (tmp_path / "verl" / "latest_checkpointed_iteration.txt").write_text("5")
+    checkpoint = export_checkpoint(tmp_path / "verl", tmp_path / "checkpoint")
+    assert (checkpoint / "model.safetensors").read_text() == "5"
+    (tmp_path / "verl" / "latest_checkpointed_iteration.txt").write_text("10")
+    with pytest.raises(RuntimeError, match="no complete checkpoint"):
+        export_checkpoint(tmp_path / "verl", tmp_path / "checkpoint")
 
 
 def test_without_gpus_it_refuses_and_writes_nothing(data, tmp_path):

@@ -37,13 +37,12 @@ def _compose(args: argparse.Namespace):
     return cfg
 
 
-def _gpus_for(setting: str) -> None:
+def _gpus_for(setting: str, why: str) -> None:
     """verl's trainers need GPUs: say so before any work, naming the setting and the CPU alternative."""
     import torch
 
     if not torch.cuda.is_available():
-        raise SystemExit(f"error: config: {setting}=verl needs GPUs (verl's FSDP engine); on this machine use "
-                         f"{setting}=local")
+        raise SystemExit(f"error: config: {setting}=verl needs GPUs ({why}); on this machine use {setting}=local")
 
 
 def _policy(checkpoint: Path, cfg, temperature: float | None = None):
@@ -107,7 +106,7 @@ def add_sft(parser: argparse.ArgumentParser) -> None:
 def run_sft(args: argparse.Namespace) -> int:
     cfg = _compose(args)
     if cfg.sft.backend == "verl":
-        _gpus_for("sft.backend")
+        _gpus_for("sft.backend", "verl's FSDP engine")
         from depgpo.train.verl_sft import run_verl_sft as train
     elif cfg.sft.backend == "local":
         from depgpo.train.sft import run_sft as train
@@ -153,7 +152,7 @@ def add_rl(parser: argparse.ArgumentParser) -> None:
 def run_rl(args: argparse.Namespace) -> int:
     cfg = _compose(args)
     if cfg.rl.backend == "verl":
-        _gpus_for("rl.backend")
+        _gpus_for("rl.backend", "vLLM rollouts, verl's FSDP engine")
         from depgpo.train.verl_trainer import run_verl_rl
 
         run_verl_rl(cfg, list(args.overrides), args.policy, args.train, args.out)

@@ -50,19 +50,26 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfi
     else:
         raise ValueError(f"model.kind={model_cfg['kind']!r}: expected tiny_qwen3 or smollm2")
 
-    examples = [encode_segments(tokenizer, segments) for segments in segmented]
-    cut = sum(len(ids) > train_cfg["max_seq_len"] for ids, _ in examples)
-    if cut:
-        print(f"sft: {cut} of {len(examples)} conversations cut to sft.max_seq_len={train_cfg['max_seq_len']} "
-              f"tokens", file=sys.stderr)
-    examples = [(ids[:train_cfg["max_seq_len"]], labels[:train_cfg["max_seq_len"]]) for ids, labels in examples]
-    examples = [example for example in examples if any(label != IGNORE_INDEX for label in example[1])]
-    if not examples:
-        raise ValueError(f"{conversations_jsonl}: no conversation has assistant tokens within sft.max_seq_len")
+    examples = cut_to_length([encode_segments(tokenizer, segments) for segments in segmented],
+                             train_cfg["max_seq_len"], str(conversations_jsonl))
 
     _train(model.to(resolve_device(cfg.device)), examples, train_cfg, out_dir / "metrics.jsonl")
     save_policy(model.cpu(), tokenizer, out_dir / "checkpoint")
     return out_dir / "checkpoint"
+
+
+def cut_to_length(examples: list[tuple[list[int], list[int]]], max_seq_len: int, source: str
+                  ) -> list[tuple[list[int], list[int]]]:
+    """Examples cut to max_seq_len tokens (said on stderr), without those left with no assistant token."""
+    cut = sum(len(ids) > max_seq_len for ids, _ in examples)
+    if cut:
+        print(f"sft: {cut} of {len(examples)} conversations cut to sft.max_seq_len={max_seq_len} tokens",
+              file=sys.stderr)
+    examples = [(ids[:max_seq_len], labels[:max_seq_len]) for ids, labels in examples]
+    examples = [example for example in examples if any(label != IGNORE_INDEX for label in example[1])]
+    if not examples:
+        raise ValueError(f"{source}: no conversation has assistant tokens within sft.max_seq_len={max_seq_len}")
+    return examples
 
 
 def encode_segments(tokenizer, segments: list[tuple[str, bool]]) -> tuple[list[int], list[int]]:

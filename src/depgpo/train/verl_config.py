@@ -11,7 +11,6 @@ sections of our config, so both paths train the same method.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -87,11 +86,12 @@ def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, 
 
 
 def hydra_value(value) -> str:
-    """A value as Hydra override text: booleans in lower case; paths and list literals as they are."""
+    """A value as Hydra override text: booleans in lower case, list literals ("[a,b]") as they are, and strings
+    that Hydra's grammar would read otherwise (a comma makes a sweep; = ( ) ' and spaces are syntax) quoted."""
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, str) and (os.sep in value or value.startswith("[")):
-        return value
+    if isinstance(value, str) and not value.startswith("[") and any(c in value for c in " ,=()[]{}'\"\\$~*?"):
+        return "'" + value.replace("'", "\\'") + "'"  # in Hydra's quoted strings only the quote is escaped
     return str(value)
 
 

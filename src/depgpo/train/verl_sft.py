@@ -11,6 +11,7 @@ the policy samples during RL.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from depgpo.policy.chat import conversation_segments, messages_to_turns
-from depgpo.train.sft import IGNORE_INDEX, encode_segments
+from depgpo.train.sft import IGNORE_INDEX, cut_to_length, encode_segments
 from depgpo.train.sft_import import read_conversations
 from depgpo.train.verl_config import hydra_value, verl_config_dir
 
@@ -31,7 +32,8 @@ MESSAGES = "messages_json"  # one conversation's chat messages as JSON (their to
 
 class ConversationDataset(torch.utils.data.Dataset):
     """verl's SFT data set interface (`data.custom_cls`) over our Parquet rows, in verl's `no_padding` layout:
-    per conversation `input_ids`, `position_ids` and `loss_mask` (1 on the tokens the model writes)."""
+    per conversation `input_ids`, `position_ids` and `loss_mask` (1 on the tokens the model writes). Cut and filtered
+    as the local trainer does; unlike it, verl's loader drops an epoch's last incomplete batch."""
 
     def __init__(self, parquet_files, tokenizer, config, processor=None, max_samples: int = -1):
         if config.get("pad_mode", "no_padding") != "no_padding":
@@ -42,11 +44,10 @@ class ConversationDataset(torch.utils.data.Dataset):
         if max_samples > 0:
             rows = rows.iloc[:max_samples]
         observation_chars, max_length = config.get("observation_chars"), config.get("max_length")
-        self.examples = []
-        for messages in rows[MESSAGES]:
-            segments = conversation_segments(*messages_to_turns(json.loads(messages)), observation_chars)
-            ids, labels = encode_segments(tokenizer, segments)
-            self.examples.append((ids[:max_length], labels[:max_length]))  # cut as the local trainer cuts
+        examples = [encode_segments(tokenizer, conversation_segments(*messages_to_turns(json.loads(messages)),
+                                                                     observation_chars))
+                    for messages in rows[MESSAGES]]
+        self.examples = cut_to_length(examples, max_length, f"{files[0]}")
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -77,7 +78,6 @@ def verl_sft_overrides(cfg: DictConfig, model_path: str, train_parquet: str, out
         "+data.observation_chars": cfg.agent.observation_chars,  # ours: the agent loop's observation cut
         "data.pad_mode": "no_padding",
         "data.max_length": sft.max_seq_len,
-        "data.truncation": "right",
         "data.micro_batch_size_per_gpu": 1,
         "data.train_batch_size": sft.batch_size * n_gpus,  # sft.batch_size conversations per device and step
         "data.use_dynamic_bsz": False,
@@ -86,7 +86,6 @@ def verl_sft_overrides(cfg: DictConfig, model_path: str, train_parquet: str, out
         "optim.weight_decay": sft.weight_decay,
         "optim.clip_grad": sft.grad_clip,
         "trainer.total_epochs": sft.epochs,
-        "trainer.seed": cfg.seed,
         "trainer.n_gpus_per_node": n_gpus,
         "trainer.nnodes": 1,
         "trainer.default_local_dir": out_dir,
@@ -135,29 +134,43 @@ def initial_model(cfg: DictConfig, conversations_jsonl: Path, out_dir: Path) -> 
 
 def run_verl_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfig) -> Path:
     """Train with verl's SFT trainer on this node's GPUs (torchrun, one process per GPU); the last step's Hugging
-    Face model becomes out_dir/checkpoint."""
+    Face model becomes out_dir/checkpoint. A rerun with the same data and settings resumes from verl's last
+    checkpoint (a requeued job); with other data or settings it starts over."""
     n_gpus = torch.cuda.device_count()
     if n_gpus == 0:
         raise RuntimeError("sft.backend=verl needs GPUs (verl's FSDP engine); on CPU use sft.backend=local")
     out_dir = Path(out_dir).resolve()
+    verl_dir = out_dir / "verl"
     train = out_dir / "verl_data" / "train.parquet"
     write_parquet(conversations_jsonl, train)
-    overrides = verl_sft_overrides(cfg, initial_model(cfg, conversations_jsonl, out_dir), str(train),
-                                   str(out_dir / "verl"), n_gpus)
-    (out_dir / "verl_overrides.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create({"overrides": overrides})))
+    overrides = verl_sft_overrides(cfg, initial_model(cfg, conversations_jsonl, out_dir), str(train), str(verl_dir),
+                                   n_gpus)
+    run = {"overrides": overrides, "conversations_sha256": hashlib.sha256(Path(conversations_jsonl).read_bytes())
+           .hexdigest()}
+    stamp = verl_dir / "depgpo_run.json"
+    if verl_dir.exists() and (not stamp.is_file() or json.loads(stamp.read_text()) != run):
+        shutil.rmtree(verl_dir)  # verl's resume_mode=auto would otherwise continue another run's checkpoints
+    verl_dir.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps(run, indent=1))
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}",
-                    "-m", "verl.trainer.sft_trainer", *overrides], check=True)
-    return export_checkpoint(out_dir / "verl", out_dir / "checkpoint")
+                    "-m", "verl.trainer.sft_trainer", *overrides,
+                    f"hydra.run.dir={verl_dir / 'hydra'}"],  # not ./outputs/ of the working directory
+                   check=True)
+    return export_checkpoint(verl_dir, out_dir / "checkpoint")
 
 
 def export_checkpoint(verl_dir: Path, checkpoint: Path) -> Path:
-    """The last step's Hugging Face model and tokenizer (verl's global_step_N/huggingface) as `checkpoint`."""
-    steps = sorted(Path(verl_dir).glob("global_step_*/huggingface"), key=lambda p: int(p.parent.name[12:]))
-    if not steps or not (steps[-1] / "config.json").is_file():
-        raise RuntimeError(f"{verl_dir}: verl's SFT trainer saved no global_step_*/huggingface model")
+    """The Hugging Face model and tokenizer of verl's last complete checkpoint (the step its tracker file names)
+    as `checkpoint`."""
+    tracker = Path(verl_dir) / "latest_checkpointed_iteration.txt"
+    step = tracker.read_text().strip() if tracker.is_file() else None
+    source = Path(verl_dir) / f"global_step_{step}" / "huggingface"
+    if step is None or not any(source.glob("*.safetensors")):
+        raise RuntimeError(f"{verl_dir}: verl's SFT trainer left no complete checkpoint ({tracker.name} and "
+                           f"global_step_N/huggingface/*.safetensors)")
     staging = checkpoint.with_name(checkpoint.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(steps[-1], staging)
+    shutil.copytree(source, staging)
     shutil.rmtree(checkpoint, ignore_errors=True)
     staging.rename(checkpoint)
     return checkpoint
