@@ -249,7 +249,8 @@ def conversation_loss(model_dir: Path, conversations: Path, cfg, device: str) ->
             segments = conversation_segments(*messages_to_turns(row["messages"]), cfg.agent.observation_chars)
             ids, labels = (x[:cfg.sft.max_seq_len] for x in encode_segments(tokenizer, segments))
             count = sum(label != IGNORE_INDEX for label in labels[1:])
-            loss = model(input_ids=torch.tensor([ids], device=device), labels=torch.tensor([labels], device=device)).loss
+            loss = model(input_ids=torch.tensor([ids], device=device),
+                         labels=torch.tensor([labels], device=device)).loss
             total, tokens = total + float(loss) * count, tokens + count
     return total / tokens
 

@@ -86,7 +86,8 @@ def _left_right_padded(batch: dict, pad_id: int) -> dict[str, torch.Tensor]:
                                 right([[1] * len(r) for r in batch["response_ids"]], 0)], dim=1)
     return {"prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], dim=1),
             "attention_mask": attention_mask,
-            "position_ids": torch.clip(torch.cumsum(attention_mask, dim=-1) - 1, min=0),  # compute_position_id_with_mask
+            # as verl's compute_position_id_with_mask
+            "position_ids": torch.clip(torch.cumsum(attention_mask, dim=-1) - 1, min=0),
             "response_mask": right(batch["response_mask"], 0),
             "old_log_probs": right(batch["old_log_probs"], 0.0, torch.float32),
             "advantages": right(batch["advantages"], 0.0, torch.float32)}
@@ -191,7 +192,8 @@ def main() -> None:
     with torch.no_grad():
         for p, r in zip(prompts, responses):
             logits = model(torch.tensor([p + r])).logits[0, len(p) - 1:-1]
-            old_log_probs.append(torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(r)[:, None])[:, 0].tolist())
+            token_logprobs = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(r)[:, None])[:, 0]
+            old_log_probs.append(token_logprobs.tolist())
     advantages = [[a] * len(r) for a, r in zip([1.0, -0.5, 0.25], responses)]
     batch = {"prompt_ids": prompts, "response_ids": responses, "response_mask": masks,
              "old_log_probs": old_log_probs, "advantages": advantages}

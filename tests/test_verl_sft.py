@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 
 
 def bash_call(call_id: str, command: str) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}]}
+    call = {"name": "bash", "arguments": json.dumps({"command": command})}
+    return {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function", "function": call}]}
 
 
 CONVERSATIONS = [

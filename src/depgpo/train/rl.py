@@ -3,8 +3,8 @@ verl.
 
 One update = `tasks_per_update` tasks x K rollouts of the current policy in the traced sandbox -> rewards ->
 (DepGPO: dependency credit -> step factors) -> per-token advantages (depgpo.algos) -> verl's policy loss ->
-`ppo_epochs` AdamW steps on the batch. Checkpoints are written atomically every `checkpoint_every` updates; a killed run resumes from the last
-one, and a finished run (done.json) does nothing when rerun.
+`ppo_epochs` AdamW steps on the batch. Checkpoints are written atomically every `checkpoint_every` updates; a killed
+run resumes from the last one, and a finished run (done.json) does nothing when rerun.
 """
 
 from __future__ import annotations
