@@ -166,27 +166,11 @@ def test_verls_sft_trainer_trains_on_our_data(tmp_path):
     assert result["final_loss"] < 0.5 * result["initial_loss"], result
 
 
-def _loss(model_dir: Path, cfg) -> float:
-    import torch
-
-    from depgpo.policy.model import load_policy
-
-    model, tokenizer = load_policy(model_dir)
-    total, tokens = 0.0, 0
-    with torch.no_grad():
-        for conversation in CONVERSATIONS:
-            segments = conversation_segments(*messages_to_turns(conversation["messages"]), cfg.agent.observation_chars)
-            ids, labels = encode_segments(tokenizer, segments)
-            count = sum(label != IGNORE_INDEX for label in labels[1:])
-            loss = model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss
-            total, tokens = total + float(loss) * count, tokens + count
-    return total / tokens
-
-
 def main(root: Path) -> None:
     import os
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from gpu_check import conversation_loss
     from verl_engine_step import use_cpu_platform
 
     use_cpu_platform()
@@ -204,7 +188,8 @@ def main(root: Path) -> None:
     run_sft(compose_verl_sft_config(cfg, model_path=start, train_parquet=str(out / "verl_data" / "train.parquet"),
                                     out_dir=str(out / "verl")))
     checkpoint = export_checkpoint(out / "verl", out / "checkpoint")
-    print(json.dumps({"initial_loss": _loss(Path(start), cfg), "final_loss": _loss(checkpoint, cfg)}))
+    print(json.dumps({"initial_loss": conversation_loss(Path(start), jsonl, cfg, "cpu"),
+                      "final_loss": conversation_loss(checkpoint, jsonl, cfg, "cpu")}))
 
 
 if __name__ == "__main__":

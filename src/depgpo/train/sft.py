@@ -39,12 +39,7 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfi
     segmented = [conversation_segments(*messages_to_turns(conversation), cfg.agent.observation_chars)
                  for conversation in read_conversations(Path(conversations_jsonl))]
     if model_cfg["kind"] == "tiny_qwen3":
-        tokenizer = train_tokenizer(["".join(text for text, _ in segments) for segments in segmented],
-                                    model_cfg["vocab_size"])
-        model = build_tiny_qwen3(tokenizer, hidden=model_cfg["hidden"], layers=model_cfg["layers"],
-                                 heads=model_cfg["heads"], kv_heads=model_cfg["kv_heads"],
-                                 head_dim=model_cfg["head_dim"], max_positions=model_cfg["max_positions"],
-                                 seed=model_cfg["seed"])
+        model, tokenizer = build_tiny_policy(model_cfg, segmented)
     elif model_cfg["kind"] == "smollm2":
         model, tokenizer = load_smollm2(Path(model_cfg["cache_dir"]).expanduser())
     else:
@@ -56,6 +51,17 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfi
     _train(model.to(resolve_device(cfg.device)), examples, train_cfg, out_dir / "metrics.jsonl")
     save_policy(model.cpu(), tokenizer, out_dir / "checkpoint")
     return out_dir / "checkpoint"
+
+
+def build_tiny_policy(model_cfg: Mapping, segmented: list[list[tuple[str, bool]]]):
+    """The tiny model SFT starts from: its tokenizer trained on the conversations' text, sized by `model_cfg`."""
+    tokenizer = train_tokenizer(["".join(text for text, _ in segments) for segments in segmented],
+                                model_cfg["vocab_size"])
+    model = build_tiny_qwen3(tokenizer, hidden=model_cfg["hidden"], layers=model_cfg["layers"],
+                             heads=model_cfg["heads"], kv_heads=model_cfg["kv_heads"],
+                             head_dim=model_cfg["head_dim"], max_positions=model_cfg["max_positions"],
+                             seed=model_cfg["seed"])
+    return model, tokenizer
 
 
 def cut_to_length(examples: list[tuple[list[int], list[int]]], max_seq_len: int, source: str

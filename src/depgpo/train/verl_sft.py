@@ -23,7 +23,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from depgpo.policy.chat import conversation_segments, messages_to_turns
-from depgpo.train.sft import IGNORE_INDEX, cut_to_length, encode_segments
+from depgpo.train.sft import IGNORE_INDEX, build_tiny_policy, cut_to_length, encode_segments
 from depgpo.train.sft_import import read_conversations
 from depgpo.train.verl_config import hydra_value, verl_config_dir
 
@@ -119,16 +119,11 @@ def initial_model(cfg: DictConfig, conversations_jsonl: Path, out_dir: Path) -> 
         return str(smollm2_dir(cfg.model.cache_dir))
     if cfg.model.kind != "tiny_qwen3":
         return str(cfg.model.path)
-    from depgpo.policy.model import build_tiny_qwen3, save_policy, train_tokenizer
+    from depgpo.policy.model import save_policy
 
-    m = cfg.model
-    texts = ["".join(text for text, _ in conversation_segments(*messages_to_turns(row["messages"]),
-                                                               cfg.agent.observation_chars))
-             for row in read_conversations(Path(conversations_jsonl))]
-    tokenizer = train_tokenizer(texts, m.vocab_size)
-    model = build_tiny_qwen3(tokenizer, hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads,
-                             head_dim=m.head_dim, max_positions=m.max_positions, seed=m.seed)
-    save_policy(model, tokenizer, out_dir / "initial")
+    segmented = [conversation_segments(*messages_to_turns(row["messages"]), cfg.agent.observation_chars)
+                 for row in read_conversations(Path(conversations_jsonl))]
+    save_policy(*build_tiny_policy(cfg.model, segmented), out_dir / "initial")
     return str(out_dir / "initial")
 
 
