@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from depgpo.policy.chat import conversation_segments, messages_to_turns
 from depgpo.train.sft import IGNORE_INDEX, build_tiny_policy, cut_to_length, encode_segments
