@@ -38,6 +38,13 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     validate_method_config(cfg)
     if cfg.rl.ppo_epochs < 1:
         raise ValueError(f"rl.ppo_epochs={cfg.rl.ppo_epochs}: optimizer steps per update must be at least 1")
+    environment = cfg.agent.environment
+    if environment.backend not in ("host", "image"):
+        raise ValueError(f"agent.environment.backend={environment.backend!r}: use host (this machine's system "
+                         "directories) or image (each task's container image)")
+    if environment.runtime not in ("auto", "podman", "docker", "apptainer", "singularity"):
+        raise ValueError(f"agent.environment.runtime={environment.runtime!r}: use auto, podman, docker, apptainer "
+                         "or singularity")
     unknown = [run for run in cfg.get("controls", []) if run not in CONTROL_RUNS]
     if unknown:
         raise ValueError(f"controls: unknown control run(s) {', '.join(map(str, unknown))}; valid: "

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.images import ImageError, system_root_for
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,6 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory for trajectory.json")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per command (default 60)")
     parser.add_argument("--keep-sandbox", action="store_true", help="keep the episode's host directories")
+    parser.add_argument("--backend", choices=("host", "image"), default="host",
+                        help="system directories from this machine (default) or from the task's container image")
+    parser.add_argument("--runtime", default="auto",
+                        help="with --backend image: podman, docker, apptainer, singularity or auto (default)")
 
 
 def load_commands(path: Path) -> list[str]:
@@ -49,7 +54,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     commands = oracle_commands(task) if args.oracle else load_commands(args.commands)
-    config = EpisodeConfig(command_timeout_s=args.timeout, keep_sandbox=args.keep_sandbox)
+    config = EpisodeConfig(command_timeout_s=args.timeout, keep_sandbox=args.keep_sandbox, backend=args.backend,
+                           runtime=args.runtime)
+    try:
+        system_root_for(task, config.backend, config.runtime, config.image_cache)
+    except ImageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     with Episode(task, config, out_dir=args.out) as episode:
         for turn, command in enumerate(commands):
             record = episode.run_command(command, turn=turn)

@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from depgpo.env.images import DEFAULT_CACHE, system_root_for
 from depgpo.env.filestate import MISSING, FileVersion, StatWalk, lines_written, read_text, read_version
 from depgpo.env.sandbox import (SANDBOX_PATH, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
                                 launcher_argv, reap_uid, remove_layout)
@@ -49,6 +50,9 @@ class EpisodeConfig:
     work_root: Path = Path(tempfile.gettempdir()) / "depgpo-episodes"
     keep_sandbox: bool = False                 # keep the host directories after close (debugging)
     setup_timeout_s: float = 600.0
+    backend: str = "host"                      # system directories: host | image (the task's container image)
+    runtime: str = "auto"                      # image backend: auto | podman | docker | apptainer | singularity
+    image_cache: Path = DEFAULT_CACHE          # image backend: unpacked images, one directory per image id
 
 
 class Episode:
@@ -81,12 +85,16 @@ class Episode:
         t0 = time.monotonic()
         self.config.work_root.mkdir(parents=True, exist_ok=True)
         self._lease = UidLease()
+        self.system = system_root_for(self.task, self.config.backend, self.config.runtime, self.config.image_cache)
         root = Path(tempfile.mkdtemp(prefix=f"{self.task.id[:40]}-", dir=self.config.work_root))
-        self.layout = SandboxLayout(root=root, workdir=self.task.workdir, uid=self._lease.uid)
+        self.layout = SandboxLayout(root=root, workdir=self.system.workdir or self.task.workdir, uid=self._lease.uid,
+                                    system_root=self.system.path, env={**self.system.env, **self.task.env})
+        if not self.system.is_host:  # the host's secrets are not in an image; masking them there would add files
+            self.layout.masked_files, self.layout.masked_dirs = (), ()
         self.layout.prepare()
         self._seed_workdir()
         self._cgroups = EpisodeCgroups(root.name, self.config.limits)
-        if self.task.setup_commands:
+        if self.task.setup_commands and self.system.is_host:  # an image has run its Dockerfile already
             self._replay_setup()
         self._start_shell()
         self._walk = StatWalk(self.layout)
@@ -115,8 +123,12 @@ class Episode:
         self._feed_trace()
 
     def _seed_workdir(self) -> None:
-        """Copy the task's files into the episode (Dockerfile COPY/ADD), owned by the episode uid."""
-        for host_path, sandbox_path in self.task.app_files:
+        """Copy the task's files into the episode (Dockerfile COPY/ADD; an image's own workdir), owned by the episode
+        uid."""
+        image_workdir = self.system.path / self.layout.workdir.lstrip("/")
+        if not self.system.is_host and image_workdir.is_dir():
+            shutil.copytree(image_workdir, self.layout.root / "app", dirs_exist_ok=True, symlinks=True)
+        for host_path, sandbox_path in ([] if not self.system.is_host else self.task.app_files):
             target = self.layout.host_path(sandbox_path)
             if target is None:
                 self.errors.append(f"cannot seed {sandbox_path}: outside the writable locations of the sandbox")
@@ -274,7 +286,7 @@ class Episode:
             self._feed_trace()  # what background processes did until now belongs to the agent's segments
             self.parser.begin_verifier()
             timeout = self.config.verifier_timeout_s or self.task.verifier_timeout_s
-            result = self.shell.run_marked(_verifier_command(self.task), timeout_s=timeout)
+            result = self.shell.run_marked(_verifier_command(self.task, self.layout), timeout_s=timeout)
             output, exit_code = result.output, result.exit_code
             if result.timed_out:
                 error = f"verifier timed out after {timeout}s"
@@ -284,7 +296,7 @@ class Episode:
             error = f"verifier failed to run: {type(e).__name__}: {e}"
         E_detail, E_source = [], "none"
         if effects is not None:
-            E_detail = inspection_set(effects, self._agent_written, self._process_names, self.task.workdir)
+            E_detail = inspection_set(effects, self._agent_written, self._process_names, self.layout.workdir)
             E_source = "trace" if E_detail else "none"
         if not E_detail:
             E_detail = static_inspection_set([host for host, _ in self.task.verifier_files])
@@ -372,11 +384,11 @@ class Episode:
         tmp.replace(self.out_dir / "trajectory.json")
 
 
-def _verifier_command(task: Task) -> str:
+def _verifier_command(task: Task, layout: SandboxLayout) -> str:
     """The verifier runs from a clean environment (not the agent's shell variables, aliases or cwd)."""
-    env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", **task.env, **task.verifier_env}
+    env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", **layout.env, **task.verifier_env}
     assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-    script = f"cd {shlex.quote(task.workdir)} && {offline_test_command(task)}"
+    script = f"cd {shlex.quote(layout.workdir)} && {offline_test_command(task)}"
     return (f"\\unalias -a 2>/dev/null; /usr/bin/env -i {assignments} /usr/bin/bash --norc --noprofile "
             f"-c {shlex.quote(script)} </dev/null")
 

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from depgpo.env.images import top_level_links
 from depgpo.env.strace_flags import MARK_DIR, strace_argv
 
 # System directories that are copy-on-write inside the episode (apt-get / pip install land in the upper layer).
@@ -58,6 +59,8 @@ class SandboxLayout:
     masked_dirs: tuple[str, ...] = MASKED_DIRS
     extra_binds: list[tuple[str, str]] = field(default_factory=list)  # (host dir, sandbox dir), read-only
     trace_name: str = "trace.log"     # one log per shell: a restarted shell writes a new one
+    system_root: Path = Path("/")     # lower layers of the system directories: the host's, or an unpacked image's
+    env: dict[str, str] = field(default_factory=dict)  # the task's ENV (Dockerfile, image), for shell and verifier
 
     # Writable sandbox locations backed by host directories, so the harness can read what commands wrote.
     @property
@@ -146,9 +149,9 @@ def bwrap_argv(layout: SandboxLayout) -> list[str]:
             "--unshare-cgroup-try", "--unshare-net", "--hostname", "sandbox"]
     for name in COW_DIRS:
         argv += ["--bind", str(layout.root / "merged" / name), f"/{name}"]
-    argv += ["--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-             "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-             "--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/run"]
+    for name, kind, value in top_level_links(layout.system_root):  # /bin -> usr/bin, or a directory of its own
+        argv += ["--symlink", value, f"/{name}"] if kind == "symlink" else ["--ro-bind", value, f"/{name}"]
+    argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/run"]
     for sandbox_dir, host_dir in layout.writable.items():
         argv += ["--bind", str(host_dir), sandbox_dir]
     argv += ["--ro-bind", str(layout.tests_dir), "/tests", "--ro-bind", str(layout.root / "rc"), "/.depgpo"]
@@ -161,8 +164,10 @@ def bwrap_argv(layout: SandboxLayout) -> list[str]:
         if os.path.isdir(path):
             argv += ["--tmpfs", path]
     argv += ["--chdir", layout.workdir, "--clearenv", "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/root",
-             "--setenv", "TERM", "dumb", "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-             "--cap-drop", "ALL",
+             "--setenv", "TERM", "dumb", "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
+    for key, value in layout.env.items():
+        argv += ["--setenv", key, value]
+    argv += ["--cap-drop", "ALL",
              "bash", "--rcfile", "/.depgpo/bashrc", "--noprofile", "-i"]
     return argv
 
@@ -182,7 +187,7 @@ def inner_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True
 
 
 def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
-    spec = json.dumps({"layout": {"root": str(layout.root), "uid": layout.uid,
+    spec = json.dumps({"layout": {"root": str(layout.root), "uid": layout.uid, "system_root": str(layout.system_root),
                                   "stderr": str(layout.root / "strace.err")},
                        "argv": inner_argv(layout, limits, traced)})
     return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
@@ -260,5 +265,5 @@ def remove_layout(layout: SandboxLayout) -> None:
 
 def layout_as_dict(layout: SandboxLayout) -> dict:
     d = asdict(layout)
-    d["root"] = str(layout.root)
+    d["root"], d["system_root"] = str(layout.root), str(layout.system_root)
     return d

@@ -14,10 +14,10 @@ from depgpo.env.sandbox import COW_DIRS
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    root, uid = spec["layout"]["root"], spec["layout"]["uid"]
+    root, uid, system = spec["layout"]["root"], spec["layout"]["uid"], spec["layout"]["system_root"].rstrip("/")
     for name in COW_DIRS:
         lower, upper, work, merged = (f"{root}/{part}/{name}" for part in ("lower", "upper", "work", "merged"))
-        idmapped_bind(f"/{name}", lower, uid)
+        idmapped_bind(f"{system}/{name}", lower, uid)  # the host's /usr, or an unpacked image's
         opts = f"lowerdir={lower},upperdir={upper},workdir={work}"
         rc = os.spawnvp(os.P_WAIT, "mount", ["mount", "-t", "overlay", "overlay", "-o", opts, merged])
         if rc != 0:

@@ -40,8 +40,13 @@ class Group:
 
 
 def agent_config(cfg: DictConfig) -> AgentConfig:
+    environment = cfg.agent.environment
+    episode = EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s, backend=environment.backend,
+                            runtime=environment.runtime)
+    if environment.cache_dir:
+        episode.image_cache = Path(environment.cache_dir)
     return AgentConfig(max_turns=cfg.agent.max_turns, max_context_tokens=cfg.agent.max_context_tokens,
-                       workers=cfg.agent.workers, episode=EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s))
+                       workers=cfg.agent.workers, episode=episode)
 
 
 def make_policy(model, tokenizer, cfg: DictConfig, temperature: float | None = None) -> Policy:

@@ -1,0 +1,199 @@
+"""A task's container image as the episode's system root (`agent.environment.backend: image`).
+
+The container runtime only unpacks the image; the episode then runs exactly as on the host backend: the image's
+/usr, /etc, /opt and /var become the copy-on-write lower layers (instead of the host's), bubblewrap provides the
+namespaces and the host's strace traces the shell from outside the sandbox. So the image needs no strace, no daemon
+runs during an episode, and the trace is the same kind as on the host.
+
+    root = materialize(image_of(task, runtime), runtime, cache_dir)   # unpacked once per image id, then cached
+    Episode(task, EpisodeConfig(system=root))
+
+Runtimes: podman or docker (`create` + `export` of the image; a task with only a Dockerfile is built first),
+apptainer or singularity (`build --sandbox` from `docker://IMAGE`). Pulling needs the registry; offline, the image
+must already be in the runtime's local store.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RUNTIMES = ("podman", "docker", "apptainer", "singularity")
+OCI_RUNTIMES = ("podman", "docker")
+# Top-level directories an image may have as real directories (not merged-/usr symlinks); bound read-only.
+TOP_LEVEL_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "depgpo" / "images"
+
+
+class ImageError(RuntimeError):
+    """An image that cannot be used, with what to do about it."""
+
+
+@dataclass(frozen=True)
+class SystemRoot:
+    """Where an episode's system directories come from: the host's `/`, or an unpacked image."""
+
+    path: Path = Path("/")
+    image: str | None = None                             # None: the host
+    env: dict[str, str] = field(default_factory=dict)    # the image's ENV
+    workdir: str | None = None                           # the image's WORKDIR
+
+    @property
+    def is_host(self) -> bool:
+        return self.image is None
+
+
+HOST = SystemRoot()
+
+
+_resolved: dict[tuple, SystemRoot] = {}
+
+
+def system_root_for(task, backend: str, runtime: str = "auto", cache_dir: Path = DEFAULT_CACHE) -> SystemRoot:
+    """The system root of `task`'s episodes under `backend` (host | image), resolved once per process and task."""
+    if backend == "host":
+        return HOST
+    if backend != "image":
+        raise ImageError(f"agent.environment.backend={backend!r} is not a backend; use host or image")
+    key = (str(task.root), task.docker_image, runtime, str(cache_dir))
+    if key not in _resolved:
+        name = find_runtime(runtime)
+        _resolved[key] = materialize(image_of(task, name), name, cache_dir)
+    return _resolved[key]
+
+
+def find_runtime(preferred: str = "auto") -> str:
+    """The container runtime to use: `preferred`, or with "auto" the first of RUNTIMES on PATH."""
+    if preferred != "auto":
+        if preferred not in RUNTIMES:
+            raise ImageError(f"agent.environment.runtime={preferred!r} is not a known runtime; "
+                             f"use one of: auto, {', '.join(RUNTIMES)}")
+        if shutil.which(preferred) is None:
+            raise ImageError(f"agent.environment.runtime={preferred} but `{preferred}` is not on PATH; install it "
+                             "or set agent.environment.runtime=auto")
+        return preferred
+    for name in RUNTIMES:
+        if shutil.which(name):
+            return name
+    raise ImageError(f"agent.environment.backend=image needs a container runtime ({', '.join(RUNTIMES)}) and none "
+                     "is on PATH; install one (Debian: apt-get install podman) or use agent.environment.backend=host")
+
+
+def _run(argv: list[str], what: str) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageError(f"{what} failed: `{' '.join(argv)}` exited {result.returncode}: "
+                         f"{(result.stderr or result.stdout).strip()[-800:]}")
+    return result.stdout
+
+
+def image_of(task, runtime: str) -> str:
+    """The image an episode of `task` runs in: the task's prebuilt image, else its Dockerfile built by `runtime`."""
+    if task.docker_image:
+        return task.docker_image
+    context = task.root / "environment"
+    if not (context / "Dockerfile").is_file():
+        raise ImageError(f"{task.root}: the task names no docker_image and has no environment/Dockerfile; "
+                         "run it with agent.environment.backend=host")
+    if runtime not in OCI_RUNTIMES:
+        raise ImageError(f"{task.root}: {runtime} cannot build environment/Dockerfile; set [environment] "
+                         "docker_image in task.toml, or use runtime podman or docker")
+    digest = hashlib.sha256()
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes())
+    tag = f"localhost/depgpo-task-{_slug(task.id)}:{digest.hexdigest()[:12]}"
+    if subprocess.run([runtime, "image", "inspect", tag], capture_output=True).returncode != 0:
+        _run([runtime, "build", "-t", tag, str(context)], f"building {task.root}/environment")
+    return tag
+
+
+def materialize(image: str, runtime: str, cache_dir: Path = DEFAULT_CACHE) -> SystemRoot:
+    """Unpack `image` into `cache_dir` (once per image id; concurrent episodes wait for the first) and return it."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    config = _image_config(image, runtime)
+    key = f"{_slug(image)}-{config['id'][:16]}"
+    rootfs, meta = cache_dir / key, cache_dir / f"{key}.json"
+    with open(cache_dir / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not meta.is_file():
+            shutil.rmtree(rootfs, ignore_errors=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir))
+            try:
+                _unpack(image, runtime, staging)
+                _remove_device_nodes(staging)
+                # The sandbox overlays these four and binds their host-side source, so each must exist.
+                for name in ("usr", "etc", "opt", "var"):
+                    if (staging / name).is_symlink() or not (staging / name).is_dir():
+                        raise ImageError(f"image {image}: /{name} is not a directory; the sandbox needs it as one")
+                staging.chmod(0o755)
+                staging.rename(rootfs)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            meta.write_text(json.dumps({"image": image, "runtime": runtime, **config}, indent=1))
+    return SystemRoot(path=rootfs, image=image, env=config["env"], workdir=config["workdir"])
+
+
+def _image_config(image: str, runtime: str) -> dict:
+    """Image id, ENV and WORKDIR; pulls the image first where the runtime's store lacks it."""
+    if runtime not in OCI_RUNTIMES:  # apptainer keeps no id for docker:// sources: the reference is the key
+        return {"id": hashlib.sha256(image.encode()).hexdigest(), "env": {}, "workdir": None}
+    if subprocess.run([runtime, "image", "inspect", image], capture_output=True).returncode != 0:
+        _run([runtime, "pull", image], f"pulling {image} (offline, load it into {runtime}'s store first)")
+    info = json.loads(_run([runtime, "image", "inspect", image], f"inspecting {image}"))[0]
+    config = info.get("Config") or {}
+    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    return {"id": info["Id"].removeprefix("sha256:"), "env": env, "workdir": config.get("WorkingDir") or None}
+
+
+def _unpack(image: str, runtime: str, target: Path) -> None:
+    if runtime in OCI_RUNTIMES:
+        container = _run([runtime, "create", image, "/bin/true"], f"creating a container of {image}").strip()
+        try:
+            tar = target.parent / f"{target.name}.tar"
+            _run([runtime, "export", "-o", str(tar), container], f"exporting {image}")
+            try:
+                _run(["tar", "-x", "--numeric-owner", "-p", "-f", str(tar), "-C", str(target)], f"unpacking {image}")
+            finally:
+                tar.unlink(missing_ok=True)
+        finally:
+            subprocess.run([runtime, "rm", "-f", container], capture_output=True)
+    else:
+        target.rmdir()  # `build --sandbox` wants to create the directory itself
+        source = image if "://" in image or Path(image).exists() else f"docker://{image}"  # URI, .sif, directory
+        _run([runtime, "build", "--sandbox", str(target), source], f"building a sandbox of {image}")
+
+
+def _remove_device_nodes(root: Path) -> None:
+    """An image's device files would be devices of this host: the copy-on-write lower layers are mounted without
+    nodev and appear owned by the episode's uid, so /usr/disk -> the host's disk would be open to the agent."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if stat.S_ISCHR(os.lstat(path).st_mode) or stat.S_ISBLK(os.lstat(path).st_mode):
+                os.unlink(path)
+
+
+def top_level_links(root: Path) -> list[tuple[str, str, str]]:
+    """/bin, /lib, ... of a system root as (name, "symlink", target) where /usr is merged (Debian 12, most images)
+    and (name, "dir", host path) where they are directories of their own (Alpine)."""
+    out = []
+    for name in TOP_LEVEL_SYSTEM_DIRS:
+        path = root / name
+        if path.is_symlink():
+            out.append((name, "symlink", os.readlink(path)))
+        elif path.is_dir():
+            out.append((name, "dir", str(path)))
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-.")[:60] or "image"

@@ -1,0 +1,178 @@
+"""Episodes in a task's container image (`agent.environment.backend: image`): the image's files, traced as on the host.
+
+The image is built here from a few host binaries and their libraries (no registry is reachable), imported into a
+private podman/docker store, and referred to by the task's task.toml, as a Terminal-Bench task names its image.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from depgpo.env import images
+from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.tasks import load_task
+
+pytestmark = pytest.mark.sandbox
+
+OCI = next((name for name in images.OCI_RUNTIMES if shutil.which(name)), None)
+needs_oci = pytest.mark.skipif(OCI is None, reason="neither podman nor docker is installed (envs/setup.sh test "
+                                                   "installs podman)")
+IMAGE = "localhost/depgpo-test-mini:1"
+BINARIES = ("bash", "cat", "ls", "env", "rm", "mkdir")
+VERIFIER = textwrap.dedent("""\
+    #!/bin/bash
+    if [ "$(cat /app/answer.txt)" = "$EXPECTED" ]; then echo 1 > /logs/verifier/reward.txt
+    else echo 0 > /logs/verifier/reward.txt; fi
+    """)
+
+
+def _mini_rootfs(root: Path) -> None:
+    """bash and a few tools with their shared libraries, merged-/usr layout, and files only this image has."""
+    for name in ("usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "etc", "opt", "var", "app"):
+        (root / name).mkdir(parents=True, exist_ok=True)
+    for link, target in (("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+        (root / link).symlink_to(target)
+    libraries = set()
+    for name in BINARIES:
+        binary = Path(shutil.which(name)).resolve()
+        shutil.copy2(binary, root / "usr/bin" / name)
+        ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+        libraries |= {word for word in ldd.split() if word.startswith("/")}
+    for library in libraries:  # at the path the binaries ask for (/lib is usr/lib here, as on the host)
+        target = root / library.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(Path(library).resolve(), target)
+    (root / "etc/image-release").write_text("depgpo test image\n")
+    (root / "app/value.txt").write_text("42\n")
+
+
+@pytest.fixture(scope="module")
+def oci_store(tmp_path_factory):
+    """A private image store with the mini image (podman: vfs storage under tmp; docker: its daemon's store)."""
+    base = tmp_path_factory.mktemp("oci")
+    saved = os.environ.get("CONTAINERS_STORAGE_CONF")
+    if OCI == "podman":
+        conf = base / "storage.conf"
+        conf.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{base}/graph"\nrunroot = "{base}/run"\n')
+        os.environ["CONTAINERS_STORAGE_CONF"] = str(conf)
+    rootfs = base / "rootfs"
+    _mini_rootfs(rootfs)
+    with tarfile.open(base / "mini.tar", "w") as tar:
+        tar.add(rootfs, arcname=".")
+        device = tarfile.TarInfo("./usr/host-null")  # a hostile image's device node (1, 3 is /dev/null)
+        device.type, device.devmajor, device.devminor, device.mode = tarfile.CHRTYPE, 1, 3, 0o666
+        tar.addfile(device)
+    subprocess.run([OCI, "import", "--change", "ENV EXPECTED=42", str(base / "mini.tar"), IMAGE],
+                   check=True, capture_output=True)
+    yield base
+    subprocess.run([OCI, "rmi", "-f", IMAGE], capture_output=True)
+    if saved is None:
+        os.environ.pop("CONTAINERS_STORAGE_CONF", None)
+    else:
+        os.environ["CONTAINERS_STORAGE_CONF"] = saved
+
+
+def _image_task(root: Path, image: str | None, dockerfile: str | None = None) -> Path:
+    task = root / "image-task"
+    (task / "tests").mkdir(parents=True)
+    (task / "environment").mkdir()
+    (task / "instruction.md").write_text("Copy the value in /app/value.txt to /app/answer.txt.")
+    environment = f'docker_image = "{image}"\n' if image else ""
+    (task / "task.toml").write_text(f'version = "1.0"\n[verifier]\ntimeout_sec = 30\n[environment]\n{environment}')
+    if dockerfile:
+        (task / "environment" / "Dockerfile").write_text(dockerfile)
+    (task / "tests" / "test.sh").write_text(VERIFIER)
+    return task
+
+
+def _run(task_dir: Path, commands: list[str], out: Path, cache: Path, runtime: str = "auto") -> dict:
+    config = EpisodeConfig(command_timeout_s=20, backend="image", runtime=runtime, image_cache=cache)
+    with Episode(load_task(task_dir), config, out_dir=out) as episode:
+        for turn, command in enumerate(commands):
+            episode.run_command(command, turn=turn)
+        episode.verify()
+    return json.loads((out / "trajectory.json").read_text())
+
+
+@needs_oci
+def test_episode_runs_in_the_tasks_image_traced_like_the_host(oci_store, tmp_path):
+    cache = tmp_path / "cache"
+    traj = _run(_image_task(tmp_path, IMAGE), [
+        "cat /etc/image-release", "ls /usr/bin", "echo $EXPECTED", "cat /app/value.txt > /app/answer.txt",
+        "echo changed > /etc/image-release",
+    ], tmp_path / "out", cache)
+    release, listing, env, copy, etc_write = traj["commands"]
+    assert release["observation"].strip() == "depgpo test image"   # the image's /etc, not the host's
+    assert sorted(listing["observation"].split()) == sorted(BINARIES)  # the image's /usr: no python3, no strace
+    assert env["observation"].strip() == "42"                      # the image's ENV
+    assert "/app/value.txt" in copy["reads"]                       # the image's /app, seeded and traced
+    assert [w["path"] for w in copy["writes"]] == ["/app/answer.txt"]
+    assert [w["path"] for w in etc_write["writes"]] == ["/etc/image-release"]
+    verifier = traj["verifier"]
+    assert verifier["reward"] == 1.0 and verifier["E_source"] == "trace"
+    assert "/app/answer.txt" in verifier["E"]
+    # Copy-on-write over the unpacked image: its cached files are untouched, and the host never had them.
+    (rootfs,) = [p for p in cache.iterdir() if p.is_dir()]
+    assert (rootfs / "etc/image-release").read_text() == "depgpo test image\n"
+    assert not Path("/etc/image-release").exists()
+    assert not os.path.lexists(rootfs / "usr/host-null")  # device nodes are not unpacked
+    meta = json.loads(next(cache.glob("*.json")).read_text())
+    assert meta["image"] == IMAGE and meta["runtime"] == OCI and meta["env"]["EXPECTED"] == "42"
+
+
+@needs_oci
+def test_a_dockerfile_task_is_built_once_and_its_copy_env_and_workdir_apply(oci_store, tmp_path):
+    task = _image_task(tmp_path, None, f"FROM {IMAGE}\nCOPY seed.txt /work/seed.txt\nENV EXPECTED=7\nWORKDIR /work\n")
+    (task / "environment" / "seed.txt").write_text("7\n")
+    (task / "tests" / "test.sh").write_text(VERIFIER.replace("/app/answer.txt", "/work/answer.txt"))
+    traj = _run(task, ["pwd", "cat seed.txt > answer.txt"], tmp_path / "out", tmp_path / "cache", runtime=OCI)
+    pwd, copy = traj["commands"]
+    assert pwd["observation"].strip() == "/work"
+    assert "/work/seed.txt" in copy["reads"] and [w["path"] for w in copy["writes"]] == ["/work/answer.txt"]
+    assert traj["verifier"]["reward"] == 1.0 and "/work/answer.txt" in traj["verifier"]["E"]
+    tags = subprocess.run([OCI, "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                          text=True).stdout.split()
+    assert len([t for t in tags if "depgpo-task-image-task" in t]) == 1
+    _run(task, ["true"], tmp_path / "out2", tmp_path / "cache", runtime=OCI)  # same Dockerfile: no second build
+    tags = subprocess.run([OCI, "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                          text=True).stdout.split()
+    assert len([t for t in tags if "depgpo-task-image-task" in t]) == 1
+
+
+@pytest.mark.skipif(not (shutil.which("apptainer") or shutil.which("singularity")),
+                    reason="apptainer/singularity is not installed (Debian 12 does not package it)")
+def test_apptainer_builds_the_sandbox_of_an_image(tmp_path):
+    runtime = "apptainer" if shutil.which("apptainer") else "singularity"
+    _mini_rootfs(tmp_path / "rootfs")  # a local source: docker:// would need a registry
+    root = images.materialize(str(tmp_path / "rootfs"), runtime, tmp_path / "cache")
+    assert (root.path / "etc/image-release").read_text() == "depgpo test image\n"
+
+
+def test_missing_runtime_and_bad_settings_say_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no runtime on PATH
+    with pytest.raises(images.ImageError, match="none is on PATH.*apt-get install podman.*backend=host"):
+        images.find_runtime("auto")
+    with pytest.raises(images.ImageError, match="`docker` is not on PATH"):
+        images.find_runtime("docker")
+    with pytest.raises(images.ImageError, match="not a known runtime"):
+        images.find_runtime("lxc")
+    task = dataclasses.replace(load_task(_image_task(tmp_path, "some/image")), docker_image=None)
+    with pytest.raises(images.ImageError, match="no docker_image and has no environment/Dockerfile"):
+        images.image_of(task, "podman")
+    assert images.system_root_for(task, "host") is images.HOST
+
+
+def test_config_rejects_an_unknown_backend():
+    from depgpo.config import compose
+
+    with pytest.raises(ValueError, match="agent.environment.backend='docker'.*host.*image"):
+        compose(["agent.environment.backend=docker"])
