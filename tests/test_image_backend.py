@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import textwrap
 from pathlib import Path
@@ -91,6 +92,8 @@ def _image_task(root: Path, image: str | None, dockerfile: str | None = None) ->
     if dockerfile:
         (task / "environment" / "Dockerfile").write_text(dockerfile)
     (task / "tests" / "test.sh").write_text(VERIFIER)
+    (task / "solution").mkdir()
+    (task / "solution" / "solve.sh").write_text("cat /app/value.txt > /app/answer.txt\n")
     return task
 
 
@@ -176,3 +179,30 @@ def test_config_rejects_an_unknown_backend():
 
     with pytest.raises(ValueError, match="agent.environment.backend='docker'.*host.*image"):
         compose(["agent.environment.backend=docker"])
+
+
+@needs_oci
+def test_data_check_reports_by_backend(oci_store, tmp_path):
+    from depgpo.tasks.check import check_task
+
+    present, absent = _image_task(tmp_path / "a", IMAGE), _image_task(tmp_path / "b", "localhost/not-here:1")
+    host = check_task(present)  # a prebuilt image cannot be replayed on the host backend
+    assert not host.ok and any("prebuilt image" in p for p in host.problems)
+    assert check_task(present, "image", OCI).ok and check_task(present, "image", OCI).notes == []
+    missing = check_task(absent, "image", OCI)
+    assert missing.ok and any("not in" in n and "local store" in n for n in missing.notes)
+
+
+@needs_oci
+def test_run_episode_cli_with_the_image_backend(oci_store, tmp_path, monkeypatch):
+    from cli_helpers import depgpo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the CLI unpacks into $XDG_CACHE_HOME/depgpo/images
+    out = depgpo("run-episode", str(_image_task(tmp_path, IMAGE)), "--oracle", "--out", str(tmp_path / "out"),
+                 "--backend", "image", "--runtime", OCI)
+    assert "reward 1.000" in out.stderr and any((tmp_path / "xdg/depgpo/images").glob("*.json"))
+    refused = subprocess.run([sys.executable, "-m", "depgpo", "run-episode", str(_image_task(tmp_path / "x", IMAGE)),
+                              "--oracle", "--out", str(tmp_path / "out2"), "--backend", "image", "--runtime", "lxc"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "not a known runtime" in refused.stderr
+    assert not (tmp_path / "out2").exists()  # refused before any episode started

@@ -56,7 +56,9 @@ rule data_check:
     params:
         depgpo=DEPGPO,
         path=lambda wildcards: EXTERNAL[wildcards.name],
+        environment=CFG.agent.environment,
     conda:
         "../../envs/cpu.yaml"
     shell:
-        "{params.depgpo} data check {params.path} --runnable {output} > {log} 2>&1"
+        "{params.depgpo} data check {params.path} --runnable {output}"
+        " --backend {params.environment.backend} --runtime {params.environment.runtime} > {log} 2>&1"

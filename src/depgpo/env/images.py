@@ -111,9 +111,13 @@ def image_of(task, runtime: str) -> str:
     for path in sorted(p for p in context.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes())
     tag = f"localhost/depgpo-task-{_slug(task.id)}:{digest.hexdigest()[:12]}"
-    if subprocess.run([runtime, "image", "inspect", tag], capture_output=True).returncode != 0:
+    if not in_local_store(tag, runtime):
         _run([runtime, "build", "-t", tag, str(context)], f"building {task.root}/environment")
     return tag
+
+
+def in_local_store(image: str, runtime: str) -> bool:
+    return subprocess.run([runtime, "image", "inspect", image], capture_output=True).returncode == 0
 
 
 def materialize(image: str, runtime: str, cache_dir: Path = DEFAULT_CACHE) -> SystemRoot:
@@ -146,7 +150,7 @@ def _image_config(image: str, runtime: str) -> dict:
     """Image id, ENV and WORKDIR; pulls the image first where the runtime's store lacks it."""
     if runtime not in OCI_RUNTIMES:  # apptainer keeps no id for docker:// sources: the reference is the key
         return {"id": hashlib.sha256(image.encode()).hexdigest(), "env": {}, "workdir": None}
-    if subprocess.run([runtime, "image", "inspect", image], capture_output=True).returncode != 0:
+    if not in_local_store(image, runtime):
         _run([runtime, "pull", image], f"pulling {image} (offline, load it into {runtime}'s store first)")
     info = json.loads(_run([runtime, "image", "inspect", image], f"inspecting {image}"))[0]
     config = info.get("Config") or {}

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from depgpo.env import images
 from depgpo.tasks import load_task, task_dirs
 from depgpo.tasks.task import Task, TaskFormatError, offline_test_command, verifier_offline_blockers
 
@@ -29,29 +30,33 @@ class TaskReport:
         return not self.problems
 
 
-def check_task(path: Path | str) -> TaskReport:
-    """What stops the task at `path` from running here as its benchmark intends, and what a run should know."""
+def check_task(path: Path | str, backend: str = "host", runtime: str = "auto") -> TaskReport:
+    """What stops the task at `path` from running here as its benchmark intends, and what a run should know.
+    `backend` is agent.environment.backend: on `host` the Dockerfile is replayed; on `image` the image is used."""
     path = Path(path)
     try:
         task = load_task(path)
     except TaskFormatError as e:
         return TaskReport(path, None, [str(e)])
     report = TaskReport(path, task.format)
-    report.problems += [f"cannot replay: {step}" for step in task.unreplayable]
+    if backend == "image":
+        _check_image(task, report, runtime)
+    else:
+        report.problems += [f"cannot replay: {step}" for step in task.unreplayable]
+        report.notes += [f"installs packages (needs them on the host or in a local cache): {' '.join(c.split())}"
+                         for c in task.package_installs]
     if task.solution_script is None:
         oracle = "solution/solve.sh" if task.format == "harbor" else "solution.sh"
         report.problems.append(f"no oracle solution ({oracle})")
-    report.notes += [f"installs packages (needs them on the host or in a local cache): {' '.join(c.split())}"
-                     for c in task.package_installs]
     _check_verifier(task, report)
     if task.format == "tb1":
         _check_tb1(task, report)
     return report
 
 
-def check_task_set(path: Path | str) -> list[TaskReport]:
+def check_task_set(path: Path | str, backend: str = "host", runtime: str = "auto") -> list[TaskReport]:
     """A report per task of the task set at `path` (or for `path` itself when it is one task)."""
-    return [check_task(d) for d in task_dirs(path)]
+    return [check_task(d, backend, runtime) for d in task_dirs(path)]
 
 
 def format_reports(reports: list[TaskReport]) -> str:
@@ -62,6 +67,24 @@ def format_reports(reports: list[TaskReport]) -> str:
         lines += [f"    note: {n}" for n in report.notes]
     lines.append(f"{sum(r.ok for r in reports)} of {len(reports)} tasks ok")
     return "\n".join(lines)
+
+
+def _check_image(task: Task, report: TaskReport, runtime: str) -> None:
+    """Whether the image backend can get the task's image; nothing is pulled, built or unpacked here."""
+    try:
+        name = images.find_runtime(runtime)
+    except images.ImageError as e:
+        report.problems.append(str(e))
+        return
+    if not task.docker_image:
+        if name in images.OCI_RUNTIMES:
+            report.notes.append(f"image built from environment/Dockerfile by {name} before the first episode")
+        else:
+            report.problems.append(f"{name} cannot build environment/Dockerfile: name an image in [environment] "
+                                   "docker_image, or use podman or docker")
+    elif name in images.OCI_RUNTIMES and not images.in_local_store(task.docker_image, name):
+        report.notes.append(f"image {task.docker_image} is not in {name}'s local store: the first episode pulls it "
+                            "(offline, load it first)")
 
 
 def _check_verifier(task: Task, report: TaskReport) -> None:

@@ -13,6 +13,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--runnable", type=Path, default=None,
                        help="also write the directories of the tasks that are ok, one per line (the task list the "
                             "pipeline stages read); then exit 0 when at least one task is ok")
+    check.add_argument("--backend", choices=("host", "image"), default="host",
+                       help="agent.environment.backend the episodes will use: host (replay the Dockerfile here, "
+                            "default) or image (the task's container image)")
+    check.add_argument("--runtime", default="auto", help="with --backend image: the container runtime (default auto)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from depgpo.tasks.check import check_task_set, format_reports
 
     try:
-        reports = check_task_set(args.path)
+        reports = check_task_set(args.path, args.backend, args.runtime)
     except TaskFormatError as e:
         print(f"error: {e}")
         return 2
