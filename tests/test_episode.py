@@ -176,3 +176,31 @@ def test_cli_rejects_bad_commands_file(tmp_path):
                            "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "cmds.json" in proc.stderr and "JSON list of command strings" in proc.stderr
+
+
+def test_dockerfile_env_reaches_the_shell_but_term_stays_dumb(tmp_path):
+    task = load_task(make_harbor_task(tmp_path, "env", instruction="x", test_py=PASSING_TEST,
+                                      dockerfile_extra="ENV GREETING=hello TERM=xterm-256color\n"))
+    with Episode(task, EpisodeConfig(command_timeout_s=20), out_dir=tmp_path / "out") as ep:
+        record = ep.run_command('echo "$GREETING $TERM"')
+    assert record["observation"].strip() == "hello dumb"  # escape codes would garble observations
+
+
+def test_a_workdir_inside_home_is_part_of_the_home_mount(tmp_path):
+    # Before, the /home mount hid a separate /home/builder mount: the shell started in a missing directory.
+    task = load_task(make_harbor_task(tmp_path, "wd", instruction="x", test_py=PASSING_TEST,
+                                      files={"notes.txt": "seeded\n"},
+                                      dockerfile_extra="WORKDIR /home/builder\nCOPY notes.txt notes.txt\n"))
+    with Episode(task, EpisodeConfig(command_timeout_s=20), out_dir=tmp_path / "out") as ep:
+        pwd, cat = ep.run_command("pwd"), ep.run_command("cat notes.txt > copy.txt; cat copy.txt")
+    assert pwd["observation"].strip() == "/home/builder" and cat["observation"].strip() == "seeded"
+    assert [w["path"] for w in cat["writes"]] == ["/home/builder/copy.txt"]
+
+
+def test_a_workdir_that_is_a_sandbox_mount_is_refused_with_the_reason(tmp_path):
+    task = load_task(make_harbor_task(tmp_path, "wd", instruction="x", test_py=PASSING_TEST,
+                                      dockerfile_extra="WORKDIR /logs\n"))
+    with pytest.raises(ValueError, match="workdir '/logs'.*outside /logs, /tests"):
+        with Episode(task, EpisodeConfig(command_timeout_s=20), out_dir=tmp_path / "out"):
+            pass
+    assert "episode failed to start" in json.loads((tmp_path / "out" / "trajectory.json").read_text())["errors"][0]

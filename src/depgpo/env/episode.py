@@ -18,10 +18,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.images import DEFAULT_CACHE, system_root_for
+from depgpo.env.images import DEFAULT_CACHE, image_dir, system_root_for
 from depgpo.env.filestate import MISSING, FileVersion, StatWalk, lines_written, read_text, read_version
 from depgpo.env.sandbox import (SANDBOX_PATH, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
-                                launcher_argv, reap_uid, remove_layout)
+                                checked_workdir, launcher_argv, reap_uid, remove_layout)
 from depgpo.env.shell import ShellSession, truncate_observation
 from depgpo.env.trace_parser import TraceParser
 from depgpo.env.verifier import compute_reward, inspection_set, static_inspection_set
@@ -73,7 +73,12 @@ class Episode:
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> "Episode":
-        self.start()
+        try:
+            self.start()
+        except BaseException as e:  # release the uid, cgroups and directories; the record says why
+            self.errors.append("episode failed to start: " + "".join(traceback.format_exception_only(e)).strip())
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -84,11 +89,13 @@ class Episode:
     def start(self) -> None:
         t0 = time.monotonic()
         self.config.work_root.mkdir(parents=True, exist_ok=True)
-        self._lease = UidLease()
+        # What can fail on the task's side (its image, its WORKDIR) fails before anything is held.
         self.system = system_root_for(self.task, self.config.backend, self.config.runtime, self.config.image_cache)
+        workdir = checked_workdir(self.system.workdir or self.task.workdir)  # an image's WORKDIR wins
+        self._lease = UidLease()
         root = Path(tempfile.mkdtemp(prefix=f"{self.task.id[:40]}-", dir=self.config.work_root))
-        self.layout = SandboxLayout(root=root, workdir=self.system.workdir or self.task.workdir, uid=self._lease.uid,
-                                    system_root=self.system.path, env={**self.system.env, **self.task.env})
+        self.layout = SandboxLayout(root=root, workdir=workdir, uid=self._lease.uid, system_root=self.system.path,
+                                    env={**self.system.env, **self.task.env})
         if not self.system.is_host:  # the host's secrets are not in an image; masking them there would add files
             self.layout.masked_files, self.layout.masked_dirs = (), ()
         self.layout.prepare()
@@ -123,11 +130,13 @@ class Episode:
         self._feed_trace()
 
     def _seed_workdir(self) -> None:
-        """Copy the task's files into the episode (Dockerfile COPY/ADD; an image's own workdir), owned by the episode
-        uid."""
-        image_workdir = self.system.path / self.layout.workdir.lstrip("/")
-        if not self.system.is_host and image_workdir.is_dir():
-            shutil.copytree(image_workdir, self.layout.root / "app", dirs_exist_ok=True, symlinks=True)
+        """Copy the task's files into the episode, owned by the episode uid: the Dockerfile's COPY/ADD on the host
+        backend; the image's own workdir, /root and /home on the image backend (there they are the image's)."""
+        if not self.system.is_host:
+            for sandbox_dir, host_dir in self.layout.writable.items():
+                source = image_dir(self.system, sandbox_dir) if sandbox_dir != "/logs" else None
+                if source is not None:
+                    shutil.copytree(source, host_dir, dirs_exist_ok=True, symlinks=True)
         for host_path, sandbox_path in ([] if not self.system.is_host else self.task.app_files):
             target = self.layout.host_path(sandbox_path)
             if target is None:
@@ -138,9 +147,10 @@ class Episode:
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(host_path, target, follow_symlinks=False)
-        for dirpath, dirnames, filenames in os.walk(self.layout.root / "app"):
-            for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
-                os.lchown(name, self.layout.uid, self.layout.uid)
+        for sandbox_dir, host_dir in self.layout.writable.items():
+            for dirpath, dirnames, filenames in os.walk(host_dir):
+                for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
+                    os.lchown(name, self.layout.uid, self.layout.uid)
 
     def _replay_setup(self) -> None:
         """Dockerfile RUN steps, in a first sandbox over the same layout: their effects persist, their trace not."""
@@ -362,14 +372,14 @@ class Episode:
     def trajectory(self) -> dict:
         E = self.verifier["E"] if self.verifier else []
         e_dirs = sorted({os.path.dirname(r) for r in E if r.startswith("/")})
-        tracked = [self.task.workdir] + [d for d in e_dirs if not d.startswith(self.task.workdir.rstrip("/") + "/")
-                                         and d != self.task.workdir]
+        workdir = self.layout.workdir if hasattr(self, "layout") else self.task.workdir  # an image's WORKDIR wins
+        tracked = [workdir] + [d for d in e_dirs if not d.startswith(workdir.rstrip("/") + "/") and d != workdir]
         timings = {k: round(v, 4) for k, v in self.timings.items()}
         timings["total_s"] = round(sum(v for k, v in self.timings.items() if k != "parse_s"), 4)
         return {
             "schema_version": SCHEMA_VERSION,
             "task": {"id": self.task.id, "path": str(self.task.root), "format": self.task.format},
-            "instruction": self.task.instruction, "workdir": self.task.workdir, "tracked_roots": tracked,
+            "instruction": self.task.instruction, "workdir": workdir, "tracked_roots": tracked,
             "source": "traced", "commands": self.commands, "verifier": self.verifier, "final": self.final,
             "timings": timings, "errors": self.errors,
         }
@@ -389,6 +399,7 @@ def _verifier_command(task: Task, layout: SandboxLayout) -> str:
     env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", **layout.env, **task.verifier_env}
     assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
     script = f"cd {shlex.quote(layout.workdir)} && {offline_test_command(task)}"
-    return (f"\\unalias -a 2>/dev/null; /usr/bin/env -i {assignments} /usr/bin/bash --norc --noprofile "
+    # /bin/bash: there in merged-/usr images and in those that keep /bin (Debian 11); /usr/bin/env in both.
+    return (f"\\unalias -a 2>/dev/null; /usr/bin/env -i {assignments} /bin/bash --norc --noprofile "
             f"-c {shlex.quote(script)} </dev/null")
 

@@ -5,8 +5,8 @@ The container runtime only unpacks the image; the episode then runs exactly as o
 namespaces and the host's strace traces the shell from outside the sandbox. So the image needs no strace, no daemon
 runs during an episode, and the trace is the same kind as on the host.
 
-    root = materialize(image_of(task, runtime), runtime, cache_dir)   # unpacked once per image id, then cached
-    Episode(task, EpisodeConfig(system=root))
+    root = system_root_for(task, "image")       # unpacked once per image id into ~/.cache/depgpo/images
+    Episode(task, EpisodeConfig(backend="image"))  # does the same itself
 
 Runtimes: podman or docker (`create` + `export` of the image; a task with only a Dockerfile is built first),
 apptainer or singularity (`build --sandbox` from `docker://IMAGE`). Pulling needs the registry; offline, the image
@@ -29,7 +29,7 @@ from pathlib import Path
 
 RUNTIMES = ("podman", "docker", "apptainer", "singularity")
 OCI_RUNTIMES = ("podman", "docker")
-# Top-level directories an image may have as real directories (not merged-/usr symlinks); bound read-only.
+# Top-level directories an image may have as symlinks into /usr (merged /usr) or as directories of their own.
 TOP_LEVEL_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "depgpo" / "images"
 
@@ -97,8 +97,11 @@ def _run(argv: list[str], what: str) -> str:
 
 
 def image_of(task, runtime: str) -> str:
-    """The image an episode of `task` runs in: the task's prebuilt image, else its Dockerfile built by `runtime`."""
+    """The image an episode of `task` runs in: the task's prebuilt image, else its Dockerfile built by `runtime`
+    (as `docker build` anywhere: its RUN steps run as root with the network, outside any sandbox)."""
     if task.docker_image:
+        if task.docker_image.startswith("-") or not task.docker_image.strip():
+            raise ImageError(f"{task.root}: docker_image {task.docker_image!r} is not an image reference")
         return task.docker_image
     context = task.root / "environment"
     if not (context / "Dockerfile").is_file():
@@ -123,6 +126,8 @@ def in_local_store(image: str, runtime: str) -> bool:
 def materialize(image: str, runtime: str, cache_dir: Path = DEFAULT_CACHE) -> SystemRoot:
     """Unpack `image` into `cache_dir` (once per image id; concurrent episodes wait for the first) and return it."""
     cache_dir.mkdir(parents=True, exist_ok=True)
+    if image.startswith("-"):
+        raise ImageError(f"{image!r} is not an image reference")
     config = _image_config(image, runtime)
     key = f"{_slug(image)}-{config['id'][:16]}"
     rootfs, meta = cache_dir / key, cache_dir / f"{key}.json"
@@ -133,12 +138,13 @@ def materialize(image: str, runtime: str, cache_dir: Path = DEFAULT_CACHE) -> Sy
             staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir))
             try:
                 _unpack(image, runtime, staging)
-                _remove_device_nodes(staging)
-                # The sandbox overlays these four and binds their host-side source, so each must exist.
+                _make_safe(staging)
+                # The sandbox overlays these four, so each must be a directory (scratch images may lack some).
                 for name in ("usr", "etc", "opt", "var"):
-                    if (staging / name).is_symlink() or not (staging / name).is_dir():
-                        raise ImageError(f"image {image}: /{name} is not a directory; the sandbox needs it as one")
-                staging.chmod(0o755)
+                    if (staging / name).is_symlink():
+                        raise ImageError(f"image {image}: /{name} is a symlink; the sandbox needs a directory there")
+                    (staging / name).mkdir(exist_ok=True)
+                staging.chmod(0o700)  # only root reads it: sandbox_init mounts it before dropping to the episode uid
                 staging.rename(rootfs)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -172,18 +178,38 @@ def _unpack(image: str, runtime: str, target: Path) -> None:
             subprocess.run([runtime, "rm", "-f", container], capture_output=True)
     else:
         target.rmdir()  # `build --sandbox` wants to create the directory itself
-        source = image if "://" in image or Path(image).exists() else f"docker://{image}"  # URI, .sif, directory
+        source = image if "://" in image else f"docker://{image}"  # a reference, never a path on this host
         _run([runtime, "build", "--sandbox", str(target), source], f"building a sandbox of {image}")
 
 
-def _remove_device_nodes(root: Path) -> None:
-    """An image's device files would be devices of this host: the copy-on-write lower layers are mounted without
-    nodev and appear owned by the episode's uid, so /usr/disk -> the host's disk would be open to the agent."""
+def _make_safe(root: Path) -> None:
+    """Delete the image's device files and clear its setuid/setgid bits, right after unpacking. A device file would
+    be a device of this host: the copy-on-write lower layers are mounted without nodev and appear owned by the
+    episode's uid, so /usr/disk -> the host's disk would be open to the agent. Set-id root programs would be host
+    root's to anyone who can reach the cache (inside the sandbox no_new_privs makes the bits inert anyway)."""
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             path = os.path.join(dirpath, name)
-            if stat.S_ISCHR(os.lstat(path).st_mode) or stat.S_ISBLK(os.lstat(path).st_mode):
+            mode = os.lstat(path).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
                 os.unlink(path)
+            elif stat.S_ISREG(mode) and mode & (stat.S_ISUID | stat.S_ISGID):
+                os.chmod(path, stat.S_IMODE(mode) & ~(stat.S_ISUID | stat.S_ISGID))
+
+
+def image_dir(root: SystemRoot, sandbox_dir: str) -> Path | None:
+    """The host directory of the image's `sandbox_dir` (its workdir, /root, /home), to seed the episode from; None
+    when the image lacks it. Every component must be a real directory: a symlink would resolve on the host (an
+    image's /app -> /root would hand the agent a copy of host root's files)."""
+    path = root.path
+    for part in Path(sandbox_dir).relative_to("/").parts:
+        path = path / part
+        if path.is_symlink():
+            raise ImageError(f"image {root.image}: {sandbox_dir} is (under) a symlink; the episode seeds "
+                             f"{sandbox_dir} from the image, so it must be a directory there")
+        if not path.is_dir():
+            return None
+    return path
 
 
 def top_level_links(root: Path) -> list[tuple[str, str, str]]:

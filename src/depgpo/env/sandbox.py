@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from depgpo.env.images import top_level_links
@@ -29,6 +30,10 @@ from depgpo.env.strace_flags import MARK_DIR, strace_argv
 
 # System directories that are copy-on-write inside the episode (apt-get / pip install land in the upper layer).
 COW_DIRS = ("usr", "etc", "opt", "var")
+# Mount points of the sandbox's own that a task's workdir can be neither nor lie in. (It may be /root, /home or /tmp
+# or lie in them: it is then part of that writable mount, not a mount of its own.)
+RESERVED_DIRS = ("/logs", "/tests", "/.depgpo", "/.depgpo_mark", "/proc", "/sys", "/dev", "/run")
+HOME_MOUNTS = ("/tmp", "/root", "/home")
 # Host files the sandbox's root must not read even though the idmapped /etc shows them as its own.
 MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 MASKED_DIRS = ("/etc/ssh", "/etc/munge", "/etc/slurm", "/var/log", "/var/lib/mysql", "/var/lib/munge")
@@ -48,6 +53,19 @@ class SandboxLimits:
     cpu: int | None = None            # pin the episode (strace costs ~3.5x less when pinned); None = not pinned
 
 
+def _under(path: str, dirs: tuple[str, ...]) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in dirs)
+
+
+def checked_workdir(workdir: str) -> str:
+    """The task's WORKDIR, normalised; it becomes a writable mount, so it cannot be / or one of the sandbox's own."""
+    normal = os.path.normpath(workdir)
+    if not workdir.startswith("/") or normal == "/" or _under(normal, RESERVED_DIRS):
+        raise ValueError(f"workdir {workdir!r} (the task's WORKDIR) cannot be the sandbox's working directory: it "
+                         f"must be absolute, not /, and outside {', '.join(RESERVED_DIRS)}")
+    return normal
+
+
 @dataclass
 class SandboxLayout:
     """Host-side directories of one episode; everything the episode can write lives under `root`."""
@@ -62,11 +80,27 @@ class SandboxLayout:
     system_root: Path = Path("/")     # lower layers of the system directories: the host's, or an unpacked image's
     env: dict[str, str] = field(default_factory=dict)  # the task's ENV (Dockerfile, image), for shell and verifier
 
+    def __post_init__(self) -> None:
+        self.workdir = checked_workdir(self.workdir)
+
+    @cached_property
+    def top_level(self) -> list[tuple[str, str, str]]:
+        """The system root's /bin, /lib, ... (images.top_level_links): symlinks, or directories of their own."""
+        return top_level_links(self.system_root)
+
+    @cached_property
+    def cow_dirs(self) -> tuple[str, ...]:
+        """Copy-on-write system directories: /usr /etc /opt /var, and /bin, /lib, ... where they are not symlinks."""
+        return COW_DIRS + tuple(name for name, kind, _ in self.top_level if kind == "dir")
+
     # Writable sandbox locations backed by host directories, so the harness can read what commands wrote.
     @property
     def writable(self) -> dict[str, Path]:
-        return {self.workdir: self.root / "app", "/tmp": self.root / "tmp", "/root": self.root / "home_root",
-                "/home": self.root / "home", "/logs": self.root / "logs"}
+        mounts = {"/tmp": self.root / "tmp", "/root": self.root / "home_root", "/home": self.root / "home",
+                  "/logs": self.root / "logs"}
+        if _under(self.workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
+            return mounts
+        return {self.workdir: self.root / "app", **mounts}
 
     @property
     def tests_dir(self) -> Path:      # mounted read-only at /tests; empty until the verifier runs
@@ -83,7 +117,7 @@ class SandboxLayout:
         for mount, host in self.writable.items():
             if sandbox_path == mount or sandbox_path.startswith(mount.rstrip("/") + "/"):
                 return host, os.path.relpath(sandbox_path, mount)
-        if sandbox_path.strip("/").split("/", 1)[0] in COW_DIRS:
+        if sandbox_path.strip("/").split("/", 1)[0] in self.cow_dirs:
             return self.root / "upper", sandbox_path.lstrip("/")
         return None
 
@@ -93,16 +127,16 @@ class SandboxLayout:
 
     def prepare(self) -> None:
         """Create the directories with the episode uid as owner (inside they appear owned by root)."""
-        for d in [*self.writable.values(), self.tests_dir, self.root / "rc"]:
+        for d in [*self.writable.values(), self.host_path(self.workdir), self.tests_dir, self.root / "rc"]:
             d.mkdir(parents=True, exist_ok=True)
-        for name in COW_DIRS:
+        for name in self.cow_dirs:
             for part in ("lower", "upper", "work", "merged"):
                 (self.root / part / name).mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o711)  # the episode uid must traverse it to reach its bind sources
         (self.root / "tmp").chmod(0o1777)
         (self.root / "logs" / "verifier").mkdir(parents=True, exist_ok=True)
         for path in [*self.writable.values(), self.root / "upper", self.root / "work",
-                     *(self.root / p / n for p in ("upper", "work") for n in COW_DIRS)]:
+                     *(self.root / p / n for p in ("upper", "work") for n in self.cow_dirs)]:
             for dirpath, dirnames, filenames in os.walk(path):
                 for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
                     os.lchown(name, self.uid, self.uid)
@@ -147,10 +181,11 @@ class UidLease:
 def bwrap_argv(layout: SandboxLayout) -> list[str]:
     argv = ["bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--unshare-net", "--hostname", "sandbox"]
-    for name in COW_DIRS:
+    for name in layout.cow_dirs:
         argv += ["--bind", str(layout.root / "merged" / name), f"/{name}"]
-    for name, kind, value in top_level_links(layout.system_root):  # /bin -> usr/bin, or a directory of its own
-        argv += ["--symlink", value, f"/{name}"] if kind == "symlink" else ["--ro-bind", value, f"/{name}"]
+    for name, kind, target in layout.top_level:  # /bin -> usr/bin where /usr is merged (else /bin is copy-on-write)
+        if kind == "symlink":
+            argv += ["--symlink", target, f"/{name}"]
     argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/run"]
     for sandbox_dir, host_dir in layout.writable.items():
         argv += ["--bind", str(host_dir), sandbox_dir]
@@ -164,10 +199,12 @@ def bwrap_argv(layout: SandboxLayout) -> list[str]:
         if os.path.isdir(path):
             argv += ["--tmpfs", path]
     argv += ["--chdir", layout.workdir, "--clearenv", "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/root",
-             "--setenv", "TERM", "dumb", "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
-    for key, value in layout.env.items():
+             "--setenv", "LANG", "C.UTF-8"]
+    for key, value in layout.env.items():  # the task's ENV may set PATH, HOME, LANG, ... as in its container
         argv += ["--setenv", key, value]
-    argv += ["--cap-drop", "ALL",
+    # but not these: observations must stay free of terminal escapes, and traces of bytecode writes.
+    argv += ["--setenv", "TERM", "dumb", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+             "--cap-drop", "ALL",
              "bash", "--rcfile", "/.depgpo/bashrc", "--noprofile", "-i"]
     return argv
 
@@ -188,7 +225,7 @@ def inner_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True
 
 def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
     spec = json.dumps({"layout": {"root": str(layout.root), "uid": layout.uid, "system_root": str(layout.system_root),
-                                  "stderr": str(layout.root / "strace.err")},
+                                  "cow_dirs": list(layout.cow_dirs), "stderr": str(layout.root / "strace.err")},
                        "argv": inner_argv(layout, limits, traced)})
     return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
             "--", sys.executable, "-m", "depgpo.env.sandbox_init", spec]

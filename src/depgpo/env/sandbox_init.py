@@ -9,13 +9,12 @@ import os
 import sys
 
 from depgpo.env.idmap import idmapped_bind
-from depgpo.env.sandbox import COW_DIRS
 
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
     root, uid, system = spec["layout"]["root"], spec["layout"]["uid"], spec["layout"]["system_root"].rstrip("/")
-    for name in COW_DIRS:
+    for name in spec["layout"]["cow_dirs"]:
         lower, upper, work, merged = (f"{root}/{part}/{name}" for part in ("lower", "upper", "work", "merged"))
         idmapped_bind(f"{system}/{name}", lower, uid)  # the host's /usr, or an unpacked image's
         opts = f"lowerdir={lower},upperdir={upper},workdir={work}"

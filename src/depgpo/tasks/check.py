@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depgpo.env import images
+from depgpo.env.sandbox import checked_workdir
 from depgpo.tasks import load_task, task_dirs
 from depgpo.tasks.task import Task, TaskFormatError, offline_test_command, verifier_offline_blockers
 
@@ -39,6 +40,10 @@ def check_task(path: Path | str, backend: str = "host", runtime: str = "auto") -
     except TaskFormatError as e:
         return TaskReport(path, None, [str(e)])
     report = TaskReport(path, task.format)
+    try:
+        checked_workdir(task.workdir)
+    except ValueError as e:
+        report.problems.append(str(e))
     if backend == "image":
         _check_image(task, report, runtime)
     else:
