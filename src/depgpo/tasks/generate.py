@@ -223,9 +223,11 @@ def server_port(draw: Draw) -> TaskSpec:
         "Serve the directory /app/site on 127.0.0.1:{port} with a background HTTP server. /app/site/{page} must "
         "contain {token}.",
     )).format(token=token, page=page, port=port)
-    # `sleep 1`: the server binds before its command returns, so the episode's final state (taken just before the
-    # verifier runs) already shows the port listening. The verifier also retries refused connections.
-    serve = "python3 -m http.server {port} --bind 127.0.0.1 --directory {root} >/dev/null 2>&1 & sleep 1"
+    # `sleep 0.5`: the server binds before its command returns, so the episode's final state (taken just before the
+    # verifier runs) already shows the port listening; the verifier also retries refused connections. Half a second,
+    # well inside the tiny scale's 1 s command timeout: `sleep 1` raced it, and whether the command timed out (and
+    # so its observation, and every token after it) depended on the machine's load.
+    serve = "python3 -m http.server {port} --bind 127.0.0.1 --directory {root} >/dev/null 2>&1 & sleep 0.5"
     test_py = textwrap.dedent(f"""\
         import time
         import urllib.error
