@@ -161,7 +161,10 @@ def _image_config(image: str, runtime: str) -> dict:
     info = json.loads(_run([runtime, "image", "inspect", image], f"inspecting {image}"))[0]
     config = info.get("Config") or {}
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    return {"id": info["Id"].removeprefix("sha256:"), "env": env, "workdir": config.get("WorkingDir") or None}
+    workdir = config.get("WorkingDir") or None
+    if workdir == "/":  # cannot be the sandbox's workdir (it is a mount of its own): the task's (/app) instead
+        workdir = None
+    return {"id": info["Id"].removeprefix("sha256:"), "env": env, "workdir": workdir}
 
 
 def _unpack(image: str, runtime: str, target: Path) -> None:
