@@ -150,7 +150,6 @@ def test_episode_runs_in_the_tasks_image_traced_like_the_host(oci_store, tmp_pat
     # Copy-on-write over the unpacked image: its cached files are untouched, and the host never had them.
     (rootfs,) = [p for p in cache.iterdir() if p.is_dir()]
     assert (rootfs / "etc/image-release").read_text() == "depgpo test image\n"
-    assert not Path("/etc/image-release").exists()
     assert not os.path.lexists(rootfs / "etc/host-null")  # device nodes are deleted once unpacked
     assert (rootfs / "usr/bin/suid-cat").stat().st_mode & 0o7777 == 0o755  # set-id bits cleared
     assert (rootfs.stat().st_mode & 0o777) == 0o700
@@ -160,14 +159,17 @@ def test_episode_runs_in_the_tasks_image_traced_like_the_host(oci_store, tmp_pat
 
 @needs_oci
 def test_a_dockerfile_task_is_built_once_and_its_copy_env_and_workdir_apply(oci_store, tmp_path, monkeypatch):
-    task = _image_task(tmp_path, None, f"FROM {IMAGE}\nCOPY seed.txt /work/seed.txt\nENV EXPECTED=7\nWORKDIR /work\n")
+    # WORKDIR under /usr (as node images have): tracked like /app although /usr is not.
+    task = _image_task(tmp_path, None, f"FROM {IMAGE}\nCOPY seed.txt /usr/src/app/seed.txt\nENV EXPECTED=7\n"
+                                       "WORKDIR /usr/src/app\n")
     (task / "environment" / "seed.txt").write_text("7\n")
-    (task / "tests" / "test.sh").write_text(VERIFIER.replace("/app/answer.txt", "/work/answer.txt"))
+    (task / "tests" / "test.sh").write_text(VERIFIER.replace("/app/answer.txt", "/usr/src/app/answer.txt"))
     traj = _run(task, ["pwd", "cat seed.txt > answer.txt"], tmp_path / "out", tmp_path / "cache", runtime=OCI)
     pwd, copy = traj["commands"]
-    assert pwd["observation"].strip() == "/work"
-    assert "/work/seed.txt" in copy["reads"] and [w["path"] for w in copy["writes"]] == ["/work/answer.txt"]
-    assert traj["verifier"]["reward"] == 1.0 and "/work/answer.txt" in traj["verifier"]["E"]
+    assert pwd["observation"].strip() == "/usr/src/app"
+    assert "/usr/src/app/seed.txt" in copy["reads"]
+    assert [w["path"] for w in copy["writes"]] == ["/usr/src/app/answer.txt"]
+    assert traj["verifier"]["reward"] == 1.0 and "/usr/src/app/answer.txt" in traj["verifier"]["E"]
     builds = []
     real_run = images._run
     monkeypatch.setattr(images, "_run", lambda argv, what: builds.append(argv) or real_run(argv, what))
@@ -195,7 +197,9 @@ def test_apptainer_builds_the_sandbox_of_an_image(oci_store, tmp_path):
 
 @needs_oci
 def test_an_image_that_keeps_bin_and_lib_and_names_another_workdir(oci_store, tmp_path):
-    traj = _run(_image_task(tmp_path, SPLIT_IMAGE), [
+    task = _image_task(tmp_path, SPLIT_IMAGE)
+    (task / "tests" / "test.sh").write_text(VERIFIER.replace("/app/answer.txt", "/srv/work/answer.txt"))
+    traj = _run(task, [
         "pwd", "cat /root/tool.cfg", "echo 42 > answer.txt", "echo extra > /bin/added && cat /bin/added",
         "ls /bin /opt /var",
     ], tmp_path / "out", tmp_path / "cache")
@@ -207,8 +211,8 @@ def test_an_image_that_keeps_bin_and_lib_and_names_another_workdir(oci_store, tm
     assert "suid-cat" in listing["observation"] and listing["exit_code"] == 0  # empty /opt and /var were made
     (rootfs,) = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     assert not (rootfs / "bin/added").exists()
-    # The verifier ran /bin/bash (there is no /usr/bin/bash in this image) with the image's ENV.
-    assert traj["verifier"]["reward"] == 0.0 and traj["verifier"]["exit_code"] == 0  # /app/answer.txt is absent
+    # The verifier ran /bin/bash (there is no /usr/bin/bash in this image) with the image's ENV ($EXPECTED = 42).
+    assert traj["verifier"]["reward"] == 1.0 and "/srv/work/answer.txt" in traj["verifier"]["E"]
 
 
 @needs_oci

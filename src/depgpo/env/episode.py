@@ -110,6 +110,12 @@ class Episode:
         self.timings["setup_s"] = time.monotonic() - t0
         self._save()
 
+    def _keep_path(self, path: str) -> bool:
+        """keep_path, except that the workdir is always tracked, even under /usr or /opt (caches in it are not)."""
+        if path == self.layout.workdir or path.startswith(self.layout.workdir + "/"):
+            return not any(part in path for part in UNTRACKED_PARTS) and not path.endswith(".pyc")
+        return keep_path(path)
+
     def _preexec(self) -> None:
         self._cgroups.enter()
         if self.config.limits.cpu is not None:
@@ -121,7 +127,9 @@ class Episode:
             self.shell.close()
             self._feed_trace()
         # /etc stays parsed: commands can write there (copy-on-write) and verifiers read configs from it.
-        self.parser = TraceParser(keep_path=keep_path, untracked_prefixes=PARSER_SKIPPED_PREFIXES)
+        # A workdir under /usr or /opt (an image's WORKDIR /usr/src/app) is tracked like /app: its prefix stays parsed.
+        skipped = tuple(p for p in PARSER_SKIPPED_PREFIXES if not (self.layout.workdir + "/").startswith(p))
+        self.parser = TraceParser(keep_path=self._keep_path, untracked_prefixes=skipped)
         self._shell_starts += 1
         self.layout.trace_name = f"trace-{self._shell_starts}.log"
         self._trace_offset = 0
@@ -134,7 +142,7 @@ class Episode:
         backend; the image's own workdir, /root and /home on the image backend (there they are the image's)."""
         if not self.system.is_host:
             for sandbox_dir, host_dir in self.layout.writable.items():
-                source = image_dir(self.system, sandbox_dir) if sandbox_dir != "/logs" else None
+                source = image_dir(self.system, sandbox_dir) if sandbox_dir not in ("/logs", "/tmp") else None
                 if source is not None:
                     shutil.copytree(source, host_dir, dirs_exist_ok=True, symlinks=True)
         for host_path, sandbox_path in ([] if not self.system.is_host else self.task.app_files):
@@ -155,10 +163,7 @@ class Episode:
     def _replay_setup(self) -> None:
         """Dockerfile RUN steps, in a first sandbox over the same layout: their effects persist, their trace not."""
         shell = ShellSession(launcher_argv(self.layout, self.config.limits), preexec=self._preexec)
-        try:
-            env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.task.env.items())
-            if env:
-                shell.run_marked(f"export {env}", timeout_s=10)
+        try:  # the task's ENV is the sandbox's own (SandboxLayout.env)
             for command in self.task.setup_commands:
                 # Each RUN step in its own sh, as Docker does: its exit, cd or exports cannot leak into the next.
                 out = shell.run_marked(f"sh -c {shlex.quote(command)}", timeout_s=self.config.setup_timeout_s)
@@ -234,7 +239,7 @@ class Episode:
     def _effects_record(self, fx) -> dict:
         renamed_to = {dst for _, dst in fx.renamed}
         traced_writes = fx.opened_for_write | fx.created | renamed_to
-        untraced = {p for p in self._walk.changes() if keep_path(p)} - traced_writes - fx.deleted \
+        untraced = {p for p in self._walk.changes() if self._keep_path(p)} - traced_writes - fx.deleted \
             - {src for src, _ in fx.renamed}
         writes, deletions = [], set(fx.deleted) | {src for src, _ in fx.renamed}
         for path in sorted(traced_writes | untraced):
@@ -398,7 +403,7 @@ def _verifier_command(task: Task, layout: SandboxLayout) -> str:
     """The verifier runs from a clean environment (not the agent's shell variables, aliases or cwd)."""
     env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", **layout.env, **task.verifier_env}
     assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-    script = f"cd {shlex.quote(layout.workdir)} && {offline_test_command(task)}"
+    script = f"cd {shlex.quote(layout.workdir)} && {offline_test_command(task, layout.workdir)}"
     # /bin/bash: there in merged-/usr images and in those that keep /bin (Debian 11); /usr/bin/env in both.
     return (f"\\unalias -a 2>/dev/null; /usr/bin/env -i {assignments} /bin/bash --norc --noprofile "
             f"-c {shlex.quote(script)} </dev/null")

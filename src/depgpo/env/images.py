@@ -125,7 +125,7 @@ def in_local_store(image: str, runtime: str) -> bool:
 
 def materialize(image: str, runtime: str, cache_dir: Path = DEFAULT_CACHE) -> SystemRoot:
     """Unpack `image` into `cache_dir` (once per image id; concurrent episodes wait for the first) and return it."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds the images' ENV too; an existing one is kept as is
     if image.startswith("-"):
         raise ImageError(f"{image!r} is not an image reference")
     config = _image_config(image, runtime)

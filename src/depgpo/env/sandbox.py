@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from depgpo.env.images import top_level_links
+from depgpo.env.images import TOP_LEVEL_SYSTEM_DIRS, top_level_links
 from depgpo.env.strace_flags import MARK_DIR, strace_argv
 
 # System directories that are copy-on-write inside the episode (apt-get / pip install land in the upper layer).
 COW_DIRS = ("usr", "etc", "opt", "var")
-# Mount points of the sandbox's own that a task's workdir can be neither nor lie in. (It may be /root, /home or /tmp
-# or lie in them: it is then part of that writable mount, not a mount of its own.)
+# The sandbox's own mount points: a task's workdir can neither be one nor lie inside one. (It may be /root, /home or
+# /tmp or lie inside them: it is then part of that writable mount, not a mount of its own.)
 RESERVED_DIRS = ("/logs", "/tests", "/.depgpo", "/.depgpo_mark", "/proc", "/sys", "/dev", "/run")
 HOME_MOUNTS = ("/tmp", "/root", "/home")
 # Host files the sandbox's root must not read even though the idmapped /etc shows them as its own.
@@ -60,9 +60,11 @@ def _under(path: str, dirs: tuple[str, ...]) -> bool:
 def checked_workdir(workdir: str) -> str:
     """The task's WORKDIR, normalised; it becomes a writable mount, so it cannot be / or one of the sandbox's own."""
     normal = os.path.normpath(workdir)
-    if not workdir.startswith("/") or normal == "/" or _under(normal, RESERVED_DIRS):
+    system = tuple(f"/{name}" for name in COW_DIRS + TOP_LEVEL_SYSTEM_DIRS)  # a mount there would hide them
+    if not workdir.startswith("/") or normal == "/" or normal in system or _under(normal, RESERVED_DIRS):
         raise ValueError(f"workdir {workdir!r} (the task's WORKDIR) cannot be the sandbox's working directory: it "
-                         f"must be absolute, not /, and outside {', '.join(RESERVED_DIRS)}")
+                         f"must be absolute, not / or a system directory itself, and outside "
+                         f"{', '.join(RESERVED_DIRS)}")
     return normal
 
 

@@ -47,7 +47,7 @@ def inspection_set(verifier_effects, agent_written: set[str], agent_processes: d
             return True
         if how != "read":  # existence probes outside the agent's directories are the test framework's
             return _under(path, agent_dirs)  # own searches (pytest looks for /pytest.ini, /setup.py, ...)
-        return not _under(path, SYSTEM_PREFIXES)
+        return _under(path, agent_dirs) or not _under(path, SYSTEM_PREFIXES)  # a workdir may lie in /usr or /opt
 
     for how, paths in (("read", verifier_effects.reads | verifier_effects.executed),
                        ("stat", verifier_effects.stats | verifier_effects.listed),

@@ -78,7 +78,7 @@ def verifier_offline_blockers(task: Task) -> list[str]:
     return blockers
 
 
-def offline_test_command(task: Task) -> str:
+def offline_test_command(task: Task, workdir: str | None = None) -> str:
     """The verifier command for an episode without network.
 
     Harbor's usual tests/test.sh downloads uv, Python and pytest, runs pytest on the task's test file and writes
@@ -98,7 +98,7 @@ def offline_test_command(task: Task) -> str:
                          f"test_*.py file to run offline instead")
     # No pytest cache or bytecode: /tests is read-only, and files pytest wrote under the workdir would show up as
     # writes in the verifier's trace.
-    run_pytest = (f"cd {shlex.quote(task.workdir)} && PYTHONDONTWRITEBYTECODE=1 python3 -m pytest "
+    run_pytest = (f"cd {shlex.quote(workdir or task.workdir)} && PYTHONDONTWRITEBYTECODE=1 python3 -m pytest "
                   f"-p no:cacheprovider -rA --junitxml={VERIFIER_LOGS}/junit.xml {' '.join(test_files)}")
     if task.test_weights is not None:
         return f"mkdir -p {VERIFIER_LOGS}; {run_pytest}"
