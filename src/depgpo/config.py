@@ -31,6 +31,7 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     from hydra import initialize_config_dir
 
     from depgpo.algos.method_config import validate_method_config
+    from depgpo.env.images import BACKENDS, RUNTIMES
 
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
@@ -39,12 +40,11 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     if cfg.rl.ppo_epochs < 1:
         raise ValueError(f"rl.ppo_epochs={cfg.rl.ppo_epochs}: optimizer steps per update must be at least 1")
     environment = cfg.agent.environment
-    if environment.backend not in ("host", "image"):
+    if environment.backend not in BACKENDS:
         raise ValueError(f"agent.environment.backend={environment.backend!r}: use host (this machine's system "
                          "directories) or image (each task's container image)")
-    if environment.runtime not in ("auto", "podman", "docker", "apptainer", "singularity"):
-        raise ValueError(f"agent.environment.runtime={environment.runtime!r}: use auto, podman, docker, apptainer "
-                         "or singularity")
+    if environment.runtime not in ("auto", *RUNTIMES):
+        raise ValueError(f"agent.environment.runtime={environment.runtime!r}: use auto, {', '.join(RUNTIMES)}")
     unknown = [run for run in cfg.get("controls", []) if run not in CONTROL_RUNS]
     if unknown:
         raise ValueError(f"controls: unknown control run(s) {', '.join(map(str, unknown))}; valid: "

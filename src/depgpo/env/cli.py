@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from depgpo.env.episode import Episode, EpisodeConfig
-from depgpo.env.images import ImageError, system_root_for
+from depgpo.env.images import BACKENDS, ImageError, system_root_for
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory for trajectory.json")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per command (default 60)")
     parser.add_argument("--keep-sandbox", action="store_true", help="keep the episode's host directories")
-    parser.add_argument("--backend", choices=("host", "image"), default="host",
+    parser.add_argument("--backend", choices=BACKENDS, default="host",
                         help="system directories from this machine (default) or from the task's container image")
     parser.add_argument("--runtime", default="auto",
                         help="with --backend image: podman, docker, apptainer, singularity or auto (default)")

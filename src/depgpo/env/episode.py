@@ -21,7 +21,7 @@ from pathlib import Path
 from depgpo.env.images import DEFAULT_CACHE, image_dir, system_root_for
 from depgpo.env.filestate import MISSING, FileVersion, StatWalk, lines_written, read_text, read_version
 from depgpo.env.sandbox import (SANDBOX_PATH, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
-                                checked_workdir, launcher_argv, reap_uid, remove_layout)
+                                launcher_argv, reap_uid, remove_layout, under)
 from depgpo.env.shell import ShellSession, truncate_observation
 from depgpo.env.trace_parser import TraceParser
 from depgpo.env.verifier import compute_reward, inspection_set, static_inspection_set
@@ -35,9 +35,10 @@ PARSER_SKIPPED_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/", "/pro
 UNTRACKED_PARTS = ("/__pycache__/", "/.cache/", "/site-packages/", "/dist-packages/", "/.npm/")
 
 
-def keep_path(path: str) -> bool:
-    """Cheap filter applied by the trace parser to every path."""
-    if any(path == p or path.startswith(p + "/") for p in UNTRACKED_PREFIXES):
+def keep_path(path: str, workdir: str | None = None) -> bool:
+    """Cheap filter applied by the trace parser to every path. The workdir is tracked even where it lies under an
+    untracked prefix (an image's WORKDIR /usr/src/app); caches are not, wherever they lie."""
+    if under(path, UNTRACKED_PREFIXES) and not (workdir and under(path, (workdir,))):
         return False
     return not any(part in path for part in UNTRACKED_PARTS) and not path.endswith(".pyc")
 
@@ -89,12 +90,11 @@ class Episode:
     def start(self) -> None:
         t0 = time.monotonic()
         self.config.work_root.mkdir(parents=True, exist_ok=True)
-        # What can fail on the task's side (its image, its WORKDIR) fails before anything is held.
         self.system = system_root_for(self.task, self.config.backend, self.config.runtime, self.config.image_cache)
-        workdir = checked_workdir(self.system.workdir or self.task.workdir)  # an image's WORKDIR wins
         self._lease = UidLease()
         root = Path(tempfile.mkdtemp(prefix=f"{self.task.id[:40]}-", dir=self.config.work_root))
-        self.layout = SandboxLayout(root=root, workdir=workdir, uid=self._lease.uid, system_root=self.system.path,
+        self.layout = SandboxLayout(root=root, workdir=self.system.workdir or self.task.workdir,  # the image's wins
+                                    uid=self._lease.uid, system_root=self.system.path,
                                     env={**self.system.env, **self.task.env})
         if not self.system.is_host:  # the host's secrets are not in an image; masking them there would add files
             self.layout.masked_files, self.layout.masked_dirs = (), ()
@@ -111,10 +111,7 @@ class Episode:
         self._save()
 
     def _keep_path(self, path: str) -> bool:
-        """keep_path, except that the workdir is always tracked, even under /usr or /opt (caches in it are not)."""
-        if path == self.layout.workdir or path.startswith(self.layout.workdir + "/"):
-            return not any(part in path for part in UNTRACKED_PARTS) and not path.endswith(".pyc")
-        return keep_path(path)
+        return keep_path(path, self.layout.workdir)
 
     def _preexec(self) -> None:
         self._cgroups.enter()
@@ -140,12 +137,13 @@ class Episode:
     def _seed_workdir(self) -> None:
         """Copy the task's files into the episode, owned by the episode uid: the Dockerfile's COPY/ADD on the host
         backend; the image's own workdir, /root and /home on the image backend (there they are the image's)."""
-        if not self.system.is_host:
-            for sandbox_dir, host_dir in self.layout.writable.items():
-                source = image_dir(self.system, sandbox_dir) if sandbox_dir not in ("/logs", "/tmp") else None
-                if source is not None:
-                    shutil.copytree(source, host_dir, dirs_exist_ok=True, symlinks=True)
-        for host_path, sandbox_path in ([] if not self.system.is_host else self.task.app_files):
+        image_dirs = [] if self.system.is_host else [
+            (image_dir(self.system, sandbox_dir), host_dir) for sandbox_dir, host_dir in self.layout.writable.items()
+            if sandbox_dir not in ("/logs", "/tmp")]
+        for source, host_dir in image_dirs:
+            if source is not None:
+                shutil.copytree(source, host_dir, dirs_exist_ok=True, symlinks=True)
+        for host_path, sandbox_path in (self.task.app_files if self.system.is_host else []):
             target = self.layout.host_path(sandbox_path)
             if target is None:
                 self.errors.append(f"cannot seed {sandbox_path}: outside the writable locations of the sandbox")

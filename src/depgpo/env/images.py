@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+BACKENDS = ("host", "image")  # agent.environment.backend
 RUNTIMES = ("podman", "docker", "apptainer", "singularity")
 OCI_RUNTIMES = ("podman", "docker")
 # Top-level directories an image may have as symlinks into /usr (merged /usr) or as directories of their own.
@@ -62,7 +63,7 @@ def system_root_for(task, backend: str, runtime: str = "auto", cache_dir: Path =
     """The system root of `task`'s episodes under `backend` (host | image), resolved once per process and task."""
     if backend == "host":
         return HOST
-    if backend != "image":
+    if backend not in BACKENDS:
         raise ImageError(f"agent.environment.backend={backend!r} is not a backend; use host or image")
     key = (str(task.root), task.docker_image, runtime, str(cache_dir))
     if key not in _resolved:
@@ -100,9 +101,7 @@ def image_of(task, runtime: str) -> str:
     """The image an episode of `task` runs in: the task's prebuilt image, else its Dockerfile built by `runtime`
     (as `docker build` anywhere: its RUN steps run as root with the network, outside any sandbox)."""
     if task.docker_image:
-        if task.docker_image.startswith("-") or not task.docker_image.strip():
-            raise ImageError(f"{task.root}: docker_image {task.docker_image!r} is not an image reference")
-        return task.docker_image
+        return task.docker_image  # checked by materialize
     context = task.root / "environment"
     if not (context / "Dockerfile").is_file():
         raise ImageError(f"{task.root}: the task names no docker_image and has no environment/Dockerfile; "
@@ -126,7 +125,7 @@ def in_local_store(image: str, runtime: str) -> bool:
 def materialize(image: str, runtime: str, cache_dir: Path = DEFAULT_CACHE) -> SystemRoot:
     """Unpack `image` into `cache_dir` (once per image id; concurrent episodes wait for the first) and return it."""
     cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds the images' ENV too; an existing one is kept as is
-    if image.startswith("-"):
+    if image.startswith("-") or not image.strip():  # would be read as an option of the runtime
         raise ImageError(f"{image!r} is not an image reference")
     config = _image_config(image, runtime)
     key = f"{_slug(image)}-{config['id'][:16]}"

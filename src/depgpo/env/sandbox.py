@@ -21,7 +21,7 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -53,7 +53,8 @@ class SandboxLimits:
     cpu: int | None = None            # pin the episode (strace costs ~3.5x less when pinned); None = not pinned
 
 
-def _under(path: str, dirs: tuple[str, ...]) -> bool:
+def under(path: str, dirs: tuple[str, ...]) -> bool:
+    """`path` is one of `dirs` or lies inside one."""
     return any(path == d or path.startswith(d + "/") for d in dirs)
 
 
@@ -61,7 +62,7 @@ def checked_workdir(workdir: str) -> str:
     """The task's WORKDIR, normalised; it becomes a writable mount, so it cannot be / or one of the sandbox's own."""
     normal = os.path.normpath(workdir)
     system = tuple(f"/{name}" for name in COW_DIRS + TOP_LEVEL_SYSTEM_DIRS)  # a mount there would hide them
-    if not workdir.startswith("/") or normal == "/" or normal in system or _under(normal, RESERVED_DIRS):
+    if not workdir.startswith("/") or normal == "/" or normal in system or under(normal, RESERVED_DIRS):
         raise ValueError(f"workdir {workdir!r} (the task's WORKDIR) cannot be the sandbox's working directory: it "
                          f"must be absolute, not / or a system directory itself, and outside "
                          f"{', '.join(RESERVED_DIRS)}")
@@ -100,7 +101,7 @@ class SandboxLayout:
     def writable(self) -> dict[str, Path]:
         mounts = {"/tmp": self.root / "tmp", "/root": self.root / "home_root", "/home": self.root / "home",
                   "/logs": self.root / "logs"}
-        if _under(self.workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
+        if under(self.workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
             return mounts
         return {self.workdir: self.root / "app", **mounts}
 
@@ -300,9 +301,3 @@ def reap_uid(uid: int, wait_s: float = 5.0) -> int:
 def remove_layout(layout: SandboxLayout) -> None:
     """Delete an episode's host directories (the overlays are gone with its mount namespace)."""
     shutil.rmtree(layout.root, ignore_errors=True)
-
-
-def layout_as_dict(layout: SandboxLayout) -> dict:
-    d = asdict(layout)
-    d["root"], d["system_root"] = str(layout.root), str(layout.system_root)
-    return d

@@ -15,15 +15,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from depgpo.env.sandbox import under
+
 # Paths the verifier touches that are its own or the system's, never the agent's work.
 VERIFIER_OWN_PREFIXES = ("/tests", "/logs", "/proc", "/sys", "/dev", "/run", "/.depgpo")
 AGENT_HOME_DIRS = ("/tmp", "/root", "/home", "/srv", "/data", "/output", "/var/www")
 SYSTEM_PREFIXES = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/opt", "/var/lib", "/var/cache", "/var/log", "/etc")
 _PYTEST_OUTCOME_RE = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+(\S+?)(?:\s+-\s.*)?$", re.MULTILINE)
-
-
-def _under(path: str, prefixes: tuple[str, ...]) -> bool:
-    return any(path == p or path.startswith(p + "/") for p in prefixes)
 
 
 def inspection_set(verifier_effects, agent_written: set[str], agent_processes: dict[int, str],
@@ -41,13 +39,13 @@ def inspection_set(verifier_effects, agent_written: set[str], agent_processes: d
         detail.setdefault(record, how)
 
     def agent_changeable(path: str, how: str) -> bool:
-        if path in walked_through or _under(path, VERIFIER_OWN_PREFIXES) or "/.local/lib/" in path:
+        if path in walked_through or under(path, VERIFIER_OWN_PREFIXES) or "/.local/lib/" in path:
             return False
         if path in agent_written:
             return True
         if how != "read":  # existence probes outside the agent's directories are the test framework's
-            return _under(path, agent_dirs)  # own searches (pytest looks for /pytest.ini, /setup.py, ...)
-        return _under(path, agent_dirs) or not _under(path, SYSTEM_PREFIXES)  # a workdir may lie in /usr or /opt
+            return under(path, agent_dirs)  # own searches (pytest looks for /pytest.ini, /setup.py, ...)
+        return under(path, agent_dirs) or not under(path, SYSTEM_PREFIXES)  # a workdir may lie in /usr or /opt
 
     for how, paths in (("read", verifier_effects.reads | verifier_effects.executed),
                        ("stat", verifier_effects.stats | verifier_effects.listed),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from depgpo.env.images import BACKENDS
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="data_command", required=True, metavar="ACTION")
@@ -13,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--runnable", type=Path, default=None,
                        help="also write the directories of the tasks that are ok, one per line (the task list the "
                             "pipeline stages read); then exit 0 when at least one task is ok")
-    check.add_argument("--backend", choices=("host", "image"), default="host",
+    check.add_argument("--backend", choices=BACKENDS, default="host",
                        help="agent.environment.backend the episodes will use: host (replay the Dockerfile here, "
                             "default) or image (the task's container image)")
     check.add_argument("--runtime", default="auto", help="with --backend image: the container runtime (default auto)")

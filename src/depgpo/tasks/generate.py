@@ -224,9 +224,9 @@ def server_port(draw: Draw) -> TaskSpec:
         "contain {token}.",
     )).format(token=token, page=page, port=port)
     # `sleep 0.5`: the server has (in practice, about 3x over here) bound before its command returns, so the episode's
-    # final state (taken just before the verifier runs) shows the port listening; the verifier retries anyway. Half a second,
-    # well inside the tiny scale's 1 s command timeout: `sleep 1` raced it, and whether the command timed out (and
-    # so its observation, and every token after it) depended on the machine's load.
+    # final state (taken just before the verifier runs) shows the port listening; the verifier retries anyway. Half a
+    # second, well inside the tiny scale's 1 s command timeout: `sleep 1` raced it, and whether the command timed out
+    # (and so its observation, and every token after it) depended on the machine's load.
     serve = "python3 -m http.server {port} --bind 127.0.0.1 --directory {root} >/dev/null 2>&1 & sleep 0.5"
     test_py = textwrap.dedent(f"""\
         import time
