@@ -237,6 +237,24 @@ def test_entropy_bonus_subtracts_the_token_mean_entropy():
         actor_loss(config, old_log_prob, log_prob, advantages, mask)
 
 
+def test_kl_loss_adds_the_token_mean_k3_divergence_and_pulls_toward_the_reference():
+    actor = method_actor("grpo") | {"use_kl_loss": True, "kl_loss_coef": 0.5, "kl_loss_type": "low_var_kl"}
+    config = build_actor_config(actor, rollout_n=8)
+    old_log_prob, log_prob, _, mask = ratio_batch(1.0, advantage=0.0)  # no policy gradient: only the KL acts
+    ref_log_prob = old_log_prob - torch.tensor([[0.3, -0.2, 0.1], [0.0, 0.4, 9.0]])  # 9.0 sits on a masked token
+    loss, metrics = actor_loss(config, old_log_prob, log_prob, torch.zeros(2, 3), mask, ref_log_prob=ref_log_prob)
+    delta = (ref_log_prob - log_prob.detach())[mask.bool()]
+    k3 = (delta.exp() - delta - 1).mean().item()  # Schulman's k3 estimator of KL(policy || reference)
+    assert metrics["actor/kl_loss"] == pytest.approx(k3, rel=1e-5)
+    assert loss.item() == pytest.approx(metrics["actor/pg_loss"] + 0.5 * k3, rel=1e-5)
+    (gradient,) = torch.autograd.grad(loss, log_prob)
+    # above the reference the loss pushes the log-prob down, below it up; masked tokens get nothing
+    assert torch.all(torch.sign(gradient[mask.bool()]) == torch.sign(-delta))
+    assert gradient[1, 2] == 0
+    with pytest.raises(ValueError, match="ref_log_prob"):
+        actor_loss(config, old_log_prob, log_prob, torch.zeros(2, 3), mask)
+
+
 @pytest.mark.parametrize("method", ["grpo", "dapo", "dppo", "gigpo", "depgpo"])
 def test_every_method_actor_section_builds_a_verl_actor_config(method):
     config = build_actor_config(method_actor(method), rollout_n=8)

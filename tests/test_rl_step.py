@@ -11,7 +11,7 @@ import torch
 from depgpo.agent.loop import Rollout
 from depgpo.config import compose
 from depgpo.policy.generate import sequence_logprobs, tokenize
-from depgpo.policy.model import build_tiny_qwen3, save_policy, train_tokenizer
+from depgpo.policy.model import build_tiny_qwen3, load_policy, save_policy, train_tokenizer
 from depgpo.tasks import load_task
 from depgpo.train.rl import Group, RLTrainer
 
@@ -76,3 +76,20 @@ def test_ppo_epochs_reaches_verl_and_is_checked():
     assert "actor_rollout_ref.actor.ppo_epochs=2" in verl_overrides(cfg, "/models/policy")
     with pytest.raises(ValueError, match="rl.ppo_epochs=0"):
         compose(["scale=tiny", "rl.ppo_epochs=0"])
+
+
+def test_kl_loss_anchors_the_update_to_the_sft_policy(policy_dir, tmp_path):
+    # The reference is the policy the run started from: its KL to the policy is 0 on the first epoch, and grows as
+    # the steps move away from it; a larger coefficient holds the policy closer.
+    _, free = step(policy_dir, tmp_path, "free", 3, "method=grpo")
+    kl, anchored = step(policy_dir, tmp_path, "kl", 3, "method=grpo", "actor.use_kl_loss=true",
+                        "actor.kl_loss_coef=50")
+    assert anchored.reference is not None and free.reference is None
+    assert not any(p.requires_grad for p in anchored.reference.parameters())
+    assert kl["actor/kl_loss"] > 0.0  # the mean over the three epochs: 0 on the first, positive after it
+
+    def distance(trainer):  # how far the trained weights moved from the SFT checkpoint
+        start = load_policy(policy_dir)[0].state_dict()
+        return sum(float((p.detach() - start[n]).abs().sum()) for n, p in trainer.model.named_parameters())
+
+    assert distance(anchored) < distance(free)

@@ -31,6 +31,20 @@ def test_our_config_composes_into_verls_config(method):
     assert verl_cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "depgpo_terminal"
 
 
+def test_the_kl_loss_reaches_verl_with_a_reference_policy():
+    from verl.trainer.ppo.utils import need_reference_policy
+
+    from depgpo.train.verl_config import compose_verl_config, validate_verl_config
+
+    cfg = compose([*PAPER, "method=grpo", "actor.use_kl_loss=true", "actor.kl_loss_coef=0.05"])
+    verl_cfg = compose_verl_config(cfg, n_gpus=8)
+    validate_verl_config(verl_cfg)  # with a reference policy, verl checks its micro-batch size too
+    actor = verl_cfg.actor_rollout_ref.actor
+    assert need_reference_policy(verl_cfg)
+    assert (actor.use_kl_loss, actor.kl_loss_coef, actor.kl_loss_type) == (True, 0.05, "low_var_kl")
+    assert not need_reference_policy(compose_verl_config(compose([*PAPER, "method=grpo"]), n_gpus=8))
+
+
 def test_a_key_verl_does_not_know_is_an_error(monkeypatch):
     from hydra.errors import ConfigCompositionException
 

@@ -2,8 +2,9 @@
 
 GRPO, GiGPO and DepGPO use "vanilla" (PPO clip); DAPO uses "vanilla" with clip-higher (clip_ratio_high > low);
 DPPO uses "dppo_tv" or "dppo_kl", where the clip ratios are divergence thresholds. The combination mirrors verl's
-own actor loss (`verl.workers.utils.losses.ppo_loss`): policy loss minus entropy_coeff x aggregated entropy.
-verl is imported inside the functions.
+own actor loss (`verl.workers.utils.losses.ppo_loss`): policy loss minus entropy_coeff x aggregated entropy, plus
+kl_loss_coef x the aggregated KL to the reference (SFT) policy when use_kl_loss is set. verl is imported inside the
+functions.
 """
 
 from collections.abc import Mapping
@@ -23,7 +24,8 @@ def policy_loss_fn(name: str):
 
 
 def build_actor_config(actor: Mapping, rollout_n: int):
-    """verl's ActorConfig from our `actor` config section (policy_loss, clip ratios, aggregation, entropy_coeff)."""
+    """verl's ActorConfig from our `actor` config section (policy_loss, clip ratios, aggregation, entropy_coeff, the
+    KL loss: use_kl_loss, kl_loss_coef, kl_loss_type; verl's defaults where the section leaves them out)."""
     from verl.workers.config import ActorConfig, PolicyLossConfig
 
     return ActorConfig(
@@ -38,6 +40,9 @@ def build_actor_config(actor: Mapping, rollout_n: int):
         clip_ratio_c=actor["clip_ratio_c"],
         loss_agg_mode=actor["loss_agg_mode"],
         entropy_coeff=actor["entropy_coeff"],
+        use_kl_loss=actor.get("use_kl_loss", False),
+        kl_loss_coef=actor.get("kl_loss_coef", 0.001),
+        kl_loss_type=actor.get("kl_loss_type", "low_var_kl"),
     )
 
 
@@ -48,13 +53,16 @@ def actor_loss(
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     token_entropy: torch.Tensor | None = None,
+    ref_log_prob: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Policy loss for `config.policy_loss.loss_mode`, minus the entropy bonus when entropy_coeff is set.
+    """Policy loss for `config.policy_loss.loss_mode`, minus the entropy bonus when entropy_coeff is set, plus the KL
+    loss when use_kl_loss is set.
 
     `config` is verl's ActorConfig (see `build_actor_config`); all tensors are (bs, L) and `response_mask` selects
-    the tokens the policy generated. `token_entropy` (see `metrics.token_entropy`) is needed only for the bonus.
+    the tokens the policy generated. `token_entropy` (see `metrics.token_entropy`) is needed only for the bonus,
+    `ref_log_prob` (the reference policy's log-probs of the same tokens) only for the KL loss.
     """
-    from verl.trainer.ppo.core_algos import agg_loss
+    from verl.trainer.ppo.core_algos import agg_loss, kl_penalty
 
     loss_fn = policy_loss_fn(config.policy_loss.loss_mode)
     mask = response_mask.bool()
@@ -75,4 +83,11 @@ def actor_loss(
         )
         loss = loss - config.entropy_coeff * entropy
         metrics["actor/entropy_loss"] = entropy.detach().item()
+    if config.use_kl_loss:
+        if ref_log_prob is None:
+            raise ValueError("use_kl_loss is set but no ref_log_prob was given")
+        kl = agg_loss(loss_mat=kl_penalty(log_prob, ref_log_prob, config.kl_loss_type), loss_mask=mask,
+                      loss_agg_mode=config.loss_agg_mode, **config.global_batch_info)
+        loss = loss + config.kl_loss_coef * kl
+        metrics["actor/kl_loss"] = kl.detach().item()
     return loss, metrics

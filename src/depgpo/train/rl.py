@@ -63,6 +63,9 @@ class RLTrainer:
         self.device = resolve_device(cfg.device)
         self.model, self.tokenizer = load_policy(self.checkpoint_dir if resume else policy_dir)
         self.model.to(self.device)  # before the optimizer: its state (loaded below) follows the parameters' device
+        self.reference = None  # the SFT policy, never updated: the KL loss's anchor (verl's reference policy)
+        if cfg.actor.get("use_kl_loss", False):
+            self.reference = load_policy(policy_dir)[0].to(self.device).eval().requires_grad_(False)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
         self.start_update = 0
         self.tasks_drawn = 0  # position in the stream of shuffled epochs over the training tasks
@@ -166,11 +169,11 @@ class RLTrainer:
         return adv, info
 
     # ------------------------------------------------------------------ one update
-    def _forward(self, rollouts: list[Rollout], width: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs and entropies of every response token under the current policy, padded to `width`."""
+    def _forward(self, rollouts: list[Rollout], width: int, model=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs and entropies of every response token under `model` (the current policy), padded to `width`."""
         log_probs, entropies = [], []
         for r in rollouts:
-            logits = response_logits(self.model, r.prompt_ids, r.response_ids)
+            logits = response_logits(model or self.model, r.prompt_ids, r.response_ids)
             pad = width - len(r.response_ids)
             log_probs.append(torch.nn.functional.pad(logprobs_from_logits(logits, r.response_ids), (0, pad)))
             entropies.append(torch.nn.functional.pad(token_entropy(logits), (0, pad)))
@@ -188,10 +191,15 @@ class RLTrainer:
         advantages = advantages.float().to(self.device)
         mask = self._padded([r.response_mask for r in rollouts], 0).float().to(self.device)
         old_log_prob = self._padded([r.old_logprobs for r in rollouts], 0.0).float().to(self.device)
+        ref_log_prob = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref_log_prob = self._forward(rollouts, width, self.reference)[0]
         per_epoch = []
         for epoch in range(self.cfg.rl.ppo_epochs):
             log_prob, entropy = self._forward(rollouts, width)
-            loss, loss_metrics = actor_loss(self.actor_config, old_log_prob, log_prob, advantages, mask, entropy)
+            loss, loss_metrics = actor_loss(self.actor_config, old_log_prob, log_prob, advantages, mask, entropy,
+                                            ref_log_prob)
             self.optimizer.zero_grad()
             loss.backward()
             grad_norm = gradient_norm(self.model.parameters())

@@ -48,7 +48,10 @@ def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, 
         f"{a}.ppo_micro_batch_size_per_gpu": 1,
         f"{r}.log_prob_micro_batch_size_per_gpu": 1,  # verl's validate_config requires one of the two sizes
         f"{a}.ppo_epochs": rl.ppo_epochs,
-        f"{a}.use_kl_loss": False,
+        f"{a}.use_kl_loss": actor.use_kl_loss,
+        f"{a}.kl_loss_coef": actor.kl_loss_coef,
+        f"{a}.kl_loss_type": actor.kl_loss_type,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 1,  # the reference (SFT) policy, for the KL loss
         f"{a}.policy_loss.loss_mode": actor.policy_loss,
         f"{a}.clip_ratio_low": actor.clip_ratio_low,
         f"{a}.clip_ratio_high": actor.clip_ratio_high,
