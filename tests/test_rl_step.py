@@ -93,3 +93,20 @@ def test_kl_loss_anchors_the_update_to_the_sft_policy(policy_dir, tmp_path):
         return sum(float((p.detach() - start[n]).abs().sum()) for n, p in trainer.model.named_parameters())
 
     assert distance(anchored) < distance(free)
+
+
+def test_train_max_tasks_draws_a_seeded_subset_as_verl_does(policy_dir, tmp_path):
+    from depgpo.train.rl import training_subset
+    from depgpo.train.verl_config import verl_overrides
+
+    tasks = [f"task-{i:02d}" for i in range(13)]
+    subsets = {seed: training_subset(tasks, 2, seed) for seed in range(6)}
+    assert all(len(s) == 2 and s == sorted(s) for s in subsets.values())  # two tasks, in their original order
+    assert training_subset(tasks, 2, 3) == subsets[3]  # the seed fixes the subset ...
+    assert len({tuple(s) for s in subsets.values()}) > 1  # ... and another seed draws others
+    assert training_subset(tasks, -1, 0) == tasks and training_subset(tasks, 20, 0) == tasks
+    cfg = compose(["scale=tiny", "rl.train_max_tasks=2", "seed=4", "device=cpu"])
+    trainer = RLTrainer(cfg, policy_dir, [load_task(TASK)] * 5, tmp_path / "subset")
+    assert len(trainer.tasks) == 2
+    overrides = verl_overrides(compose(["scale=paper", "rl.train_max_tasks=100", "seed=4"]), "/models/policy")
+    assert {"data.train_max_samples=100", "data.seed=4"} <= set(overrides)

@@ -55,9 +55,19 @@ def make_policy(model, tokenizer, cfg: DictConfig, temperature: float | None = N
                   top_p=cfg.agent.top_p, observation_chars=cfg.agent.observation_chars)
 
 
+def training_subset(tasks: list[Task], max_tasks: int, seed: int) -> list[Task]:
+    """At most `max_tasks` of the RL training tasks (all if max_tasks <= 0), drawn with the run's seed the way
+    verl's data.train_max_samples draws them, in their original order."""
+    if max_tasks <= 0 or max_tasks >= len(tasks):
+        return list(tasks)
+    chosen = np.random.default_rng(seed).choice(len(tasks), size=max_tasks, replace=False)
+    return [tasks[i] for i in sorted(chosen)]
+
+
 class RLTrainer:
     def __init__(self, cfg: DictConfig, policy_dir: Path, train_tasks: list[Task], out_dir: Path):
-        self.cfg, self.tasks, self.out_dir = cfg, train_tasks, Path(out_dir)
+        self.cfg, self.out_dir = cfg, Path(out_dir)
+        self.tasks = training_subset(train_tasks, cfg.rl.train_max_tasks, cfg.seed)
         self.checkpoint_dir = self.out_dir / "checkpoint"
         resume = (self.checkpoint_dir / "trainer_state.pt").is_file()
         self.device = resolve_device(cfg.device)

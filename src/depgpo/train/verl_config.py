@@ -37,6 +37,8 @@ def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, 
     overrides = {
         # one update = tasks_per_update tasks x K trajectories (Table 7)
         "data.train_batch_size": rl.tasks_per_update,
+        "data.train_max_samples": rl.train_max_tasks,  # verl draws the subset with data.seed, as the local trainer
+        "data.seed": cfg.seed,
         "data.max_prompt_length": agent.max_context_tokens // 4,
         "data.max_response_length": agent.max_context_tokens,
         "data.return_raw_chat": True,
