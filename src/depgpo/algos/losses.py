@@ -40,9 +40,7 @@ def build_actor_config(actor: Mapping, rollout_n: int):
         clip_ratio_c=actor["clip_ratio_c"],
         loss_agg_mode=actor["loss_agg_mode"],
         entropy_coeff=actor["entropy_coeff"],
-        use_kl_loss=actor.get("use_kl_loss", False),
-        kl_loss_coef=actor.get("kl_loss_coef", 0.001),
-        kl_loss_type=actor.get("kl_loss_type", "low_var_kl"),
+        **{key: actor[key] for key in ("use_kl_loss", "kl_loss_coef", "kl_loss_type") if key in actor},
     )
 
 

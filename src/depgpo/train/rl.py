@@ -73,9 +73,6 @@ class RLTrainer:
         self.device = resolve_device(cfg.device)
         self.model, self.tokenizer = load_policy(self.checkpoint_dir if resume else policy_dir)
         self.model.to(self.device)  # before the optimizer: its state (loaded below) follows the parameters' device
-        self.reference = None  # the SFT policy, never updated: the KL loss's anchor (verl's reference policy)
-        if cfg.actor.get("use_kl_loss", False):
-            self.reference = load_policy(policy_dir)[0].to(self.device).eval().requires_grad_(False)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
         self.start_update = 0
         self.tasks_drawn = 0  # position in the stream of shuffled epochs over the training tasks
@@ -90,6 +87,9 @@ class RLTrainer:
             shutil.rmtree(self.out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.actor_config = build_actor_config(cfg.actor, rollout_n=cfg.rl.k)
+        self.reference = None  # the SFT policy, never updated: the KL loss's anchor (verl's reference policy)
+        if self.actor_config.use_kl_loss:
+            self.reference = load_policy(policy_dir)[0].to(self.device).eval().requires_grad_(False)
         self.credit_config = CreditConfig.from_mapping(OmegaConf.to_container(cfg.credit))
         self.agent_config = agent_config(cfg)
         self.policy = make_policy(self.model, self.tokenizer, cfg)
