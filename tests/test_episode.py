@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from harbor_builder import make_harbor_task
 
 pytestmark = pytest.mark.sandbox
 
+FIXTURE_TASKS = Path(__file__).parent / "data" / "tasks"
 PASSING_TEST = "def test_ok():\n    assert True\n"
 
 
@@ -153,6 +155,16 @@ def test_malformed_task_dir_is_a_clear_error(tmp_path):
     (tmp_path / "broken").mkdir()
     with pytest.raises(TaskFormatError, match="instruction.md"):
         load_task(tmp_path / "broken")
+
+
+@pytest.mark.parametrize("name", ["offline-verifier", "weighted-sum", "write-answer"])
+def test_the_fixture_tasks_oracles_score_1_in_the_judges_own_process_tree(name, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "depgpo.cli", "run-episode", str(FIXTURE_TASKS / name), "--oracle",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    verifier = json.loads((out / "trajectory.json").read_text())["verifier"]
+    assert verifier["reward"] == 1.0 and verifier["tampering"] == [] and verifier["error"] is None, verifier
 
 
 def test_cli_oracle_run(tmp_path):

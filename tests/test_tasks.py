@@ -10,6 +10,7 @@ import pytest
 
 from depgpo.tasks import (TaskFormatError, load_task, load_task_set, offline_test_command, task_dirs,
                           verifier_offline_blockers)
+from depgpo.tasks.task import ISOLATED_PYTEST
 from depgpo.tasks.check import TaskReport, check_task, check_task_set, format_reports
 from depgpo.tasks.dockerfile import (CopyStep, DockerfileError, network_fetch_commands, package_install_commands,
                                      parse_dockerfile, resolve_copies)
@@ -552,8 +553,8 @@ def test_offline_command_for_harbor_rewrites_the_download_and_keeps_the_reward_f
         "test.sh installs packages: uvx -p 3.12 -w pytest==8.3.5 pytest /tests/test_outputs.py -rA",
     ]
     command = offline_test_command(task)
-    assert command == ("mkdir -p /logs/verifier; cd /app && PYTHONDONTWRITEBYTECODE=1 python3 -m pytest "
-                       "-p no:cacheprovider -rA --junitxml=/logs/verifier/junit.xml /tests/test_outputs.py; "
+    assert command == (f"mkdir -p /logs/verifier; cd /app && {ISOLATED_PYTEST} "
+                       "-rA --junitxml=/logs/verifier/junit.xml /tests/test_outputs.py; "
                        "status=$?; if [ $status -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt; "
                        "exit $status")
     subprocess.run(["/bin/sh", "-n", "-c", command], check=True)  # valid shell
@@ -567,8 +568,8 @@ def test_offline_command_keeps_a_verifier_that_needs_no_network():
 
 def test_offline_command_for_weighted_tb1_leaves_scoring_to_the_weights():
     command = offline_test_command(load_task(FIXTURES / "weighted-sum"))
-    assert command == ("mkdir -p /logs/verifier; cd /app && PYTHONDONTWRITEBYTECODE=1 python3 -m pytest "
-                       "-p no:cacheprovider -rA --junitxml=/logs/verifier/junit.xml /tests/test_outputs.py")
+    assert command == (f"mkdir -p /logs/verifier; cd /app && {ISOLATED_PYTEST} "
+                       "-rA --junitxml=/logs/verifier/junit.xml /tests/test_outputs.py")
 
 
 def test_offline_command_when_helper_scripts_are_missing(tmp_path):

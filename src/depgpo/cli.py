@@ -30,6 +30,8 @@ SUBCOMMANDS = {
     "report": ("depgpo.report.cli", "add_arguments", "run", "the paper's tables and figures from results/"),
 }
 
+BAD_INPUT = 2  # exit code of bad configuration or input
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="depgpo", description=__doc__.splitlines()[0])
@@ -46,8 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "_missing", None):
         print(f"error: depgpo {args.command} is unavailable: {args._missing}", file=sys.stderr)
-        return 2
-    return getattr(importlib.import_module(args._module), args._run)(args)
+        return BAD_INPUT
+    try:
+        return getattr(importlib.import_module(args._module), args._run)(args)
+    except SystemExit as exit_:
+        # `raise SystemExit("error: …")` is how a stage rejects bad configuration or input before doing any work:
+        # the one-line message on stderr, no traceback, and exit code 2 (as argparse does for a bad command line).
+        if isinstance(exit_.code, str):
+            print(exit_.code, file=sys.stderr)
+            return BAD_INPUT
+        raise
 
 
 if __name__ == "__main__":

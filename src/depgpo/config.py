@@ -7,7 +7,9 @@ paths) and write only where Snakemake tells them to.
 from __future__ import annotations
 
 import functools
+import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -32,24 +34,168 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
 
     from depgpo.algos.method_config import validate_method_config
     from depgpo.env.images import BACKENDS, RUNTIMES
+    from depgpo.env.tampering import TAMPERING_POLICIES
 
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
     OmegaConf.resolve(cfg)
+    validate_values(cfg)
     validate_method_config(cfg)
-    if cfg.rl.ppo_epochs < 1:
-        raise ValueError(f"rl.ppo_epochs={cfg.rl.ppo_epochs}: optimizer steps per update must be at least 1")
+    for stage in ("sft", "rl"):
+        if cfg[stage].backend not in BACKENDS_OF_STAGES:
+            raise ConfigError(f"{stage}.backend={cfg[stage].backend!r}: use local (one process, CPU or one GPU) or "
+                              "verl (verl's trainer, GPUs)")
     environment = cfg.agent.environment
     if environment.backend not in BACKENDS:
         raise ValueError(f"agent.environment.backend={environment.backend!r}: use host (this machine's system "
                          "directories) or image (each task's container image)")
     if environment.runtime not in ("auto", *RUNTIMES):
         raise ValueError(f"agent.environment.runtime={environment.runtime!r}: use auto, {', '.join(RUNTIMES)}")
+    if environment.tampering not in TAMPERING_POLICIES:
+        raise ConfigError(f"agent.environment.tampering={environment.tampering!r}: use zero (an episode whose verifier "
+                          "ran agent-planted code earns 0) or keep (recorded only)")
     unknown = [run for run in cfg.get("controls", []) if run not in CONTROL_RUNS]
     if unknown:
         raise ValueError(f"controls: unknown control run(s) {', '.join(map(str, unknown))}; valid: "
                          f"{', '.join(CONTROL_RUNS)}")
     return cfg
+
+
+class ConfigError(ValueError):
+    """A config value of the wrong type or out of range; the message is one line that names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """What a numeric key accepts: its type (int, or float, which takes an int too), a closed or open interval, and
+    special values outside it (`special`: value -> meaning, e.g. -1 -> "all"); `example` goes into the message."""
+
+    kind: type
+    example: int | float
+    what: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    special: tuple[tuple[int | float, str], ...] = ()
+
+    def problem(self, value) -> str | None:
+        """Why `value` is not accepted, or None."""
+        if self.kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                return "is not an integer"
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "is not a number"
+        elif not math.isfinite(value):
+            return "is not a finite number"
+        if any(value == special for special, _ in self.special):
+            return None
+        below = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+        above = self.high is not None and (value >= self.high if self.high_open else value > self.high)
+        if not (below or above):
+            return None
+        if self.low is not None and self.high is not None:
+            bound = (f"must lie in {'(' if self.low_open else '['}{_number(self.low)}, {_number(self.high)}"
+                     f"{')' if self.high_open else ']'}")
+        elif self.low is not None:
+            bound = f"must be {'>' if self.low_open else '>='} {_number(self.low)}"
+        else:
+            bound = f"must be {'<' if self.high_open else '<='} {_number(self.high)}"
+        return bound + "".join(f", or {_number(special)} ({meaning})" for special, meaning in self.special)
+
+
+def _number(value: int | float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+# The numeric keys a user sets (config.yaml, method/*.yaml, scale/*.yaml), checked by `validate_values` at every
+# composition, before any stage reads or writes anything. Keys a composition lacks (another model) are skipped.
+ALL = ((-1, "all"),)
+VALUE_RANGES: dict[str, Range] = {
+    "seed": Range(int, 0, "the random seed", low=0),
+    "torch_threads": Range(int, 1, "policy threads per stage", low=1),
+    "agent.max_turns": Range(int, 6, "model turns per episode", low=1),
+    "agent.max_turn_tokens": Range(int, 48, "tokens one model reply may take", low=1),
+    "agent.max_context_tokens": Range(int, 1024, "prompt + turns + observations", low=1),
+    "agent.observation_chars": Range(int, 400, "observation characters shown to the model", low=0),
+    "agent.temperature": Range(float, 1.0, "sampling temperature, 0 greedy", low=0),
+    "agent.top_p": Range(float, 1.0, "nucleus sampling mass", low=0, high=1, low_open=True),
+    "agent.command_timeout_s": Range(float, 1, "seconds a command may run", low=0, low_open=True),
+    "agent.workers": Range(int, 2, "rollouts run side by side", low=1),
+    "agent.environment.disk_bytes": Range(int, 2 << 30, "bytes all of an episode's files may take", low=1 << 20),
+    "agent.environment.disk_inodes": Range(int, 1_000_000, "files an episode may create", low=1000),
+    "actor.clip_ratio_low": Range(float, 0.2, "PPO clip below 1", low=0),
+    "actor.clip_ratio_high": Range(float, 0.2, "PPO clip above 1", low=0),
+    "actor.clip_ratio_c": Range(float, 3.0, "dual-clip bound", low=1, low_open=True),
+    "actor.entropy_coeff": Range(float, 0.0, "entropy bonus", low=0),
+    "actor.kl_loss_coef": Range(float, 0.001, "KL loss weight", low=0),
+    "rl.tasks_per_update": Range(int, 4, "tasks per update", low=1),
+    "rl.k": Range(int, 8, "rollouts per task", low=1),
+    "rl.updates": Range(int, 150, "RL updates", low=1),
+    "rl.lr": Range(float, 5e-4, "AdamW learning rate", low=0),
+    "rl.weight_decay": Range(float, 0.0, "AdamW weight decay", low=0),
+    "rl.grad_clip": Range(float, 1.0, "gradient-norm clip", low=0, low_open=True),
+    "rl.checkpoint_every": Range(int, 2, "updates between checkpoints", low=1),
+    "rl.ppo_epochs": Range(int, 1, "optimizer steps per update", low=1),
+    "rl.train_max_tasks": Range(int, -1, "training tasks used", low=1, special=ALL),
+    "sft.epochs": Range(int, 60, "passes over the conversations", low=0),
+    "sft.lr": Range(float, 3e-3, "AdamW learning rate", low=0),
+    "sft.batch_size": Range(int, 8, "conversations per step", low=1),
+    "sft.max_seq_len": Range(int, 768, "tokens per conversation", low=1),
+    "sft.weight_decay": Range(float, 0.0, "AdamW weight decay", low=0),
+    "sft.grad_clip": Range(float, 1.0, "gradient-norm clip, 0 off", low=0),
+    "sft.checkpoint_every": Range(int, 1000, "verl SFT steps between checkpoints", low=1,
+                                  special=((-1, "at the end"),)),
+    "sft_data.variants": Range(int, 2, "conversations per task", low=1),
+    "sft_data.incomplete": Range(int, 0, "conversations per task that stop short", low=0),
+    "filter.attempts": Range(int, 4, "attempts per candidate task", low=2),
+    "filter.val_fraction": Range(float, 0.1, "share of the selected tasks held out", low=0, high=1, high_open=True),
+    "eval.rounds": Range(int, 3, "evaluation rounds", low=1),
+    "eval.temperature": Range(float, 1.0, "sampling temperature, 0 greedy", low=0),
+    "algorithm.gigpo.omega": Range(float, 1.0, "weight of GiGPO's step advantage", low=0),
+    "algorithm.gigpo.gamma": Range(float, 0.95, "GiGPO's discount", low=0, high=1),
+    "algorithm.filter_groups.max_num_gen_batches": Range(int, 10, "DAPO's generation batches per update", low=0),
+    "algorithm.overlong.buffer_len": Range(int, 2048, "DAPO's overlong buffer", low=0),
+    "algorithm.overlong.penalty_factor": Range(float, 1.0, "DAPO's overlong penalty", low=0),
+    "algorithm.overlong.max_resp_len": Range(int, 8192, "DAPO's response length", low=1),
+    "credit.beta": Range(float, 0.5, "dependency decay per read hop", low=0, high=1),
+    "credit.indirect_decay": Range(float, 1.0, "indirect write decay", low=0, high=1),
+    "credit.factor_floor": Range(float, 0.0, "step-factor floor", low=0),
+    "tasks.pool": Range(int, 16, "generated candidate tasks", low=0),
+    "tasks.test": Range(int, 2, "generated tasks per test set", low=0),
+    "launcher.signal_delay_s": Range(int, 120, "seconds of warning before the time limit", low=0),
+    "launcher.max_requeues": Range(int, 3, "requeues of a preempted job", low=0),
+}
+_ABSENT = object()
+BACKENDS_OF_STAGES = ("local", "verl")  # sft.backend and rl.backend
+
+
+def validate_values(cfg: DictConfig) -> None:
+    """Raise ConfigError, one line naming the key and the fix, for the first numeric key (VALUE_RANGES) of the
+    wrong type or out of range, e.g. "rl.lr='abc' is not a number (set rl.lr=<float>, e.g. rl.lr=0.0005)"."""
+    for key, accepted in VALUE_RANGES.items():
+        value = OmegaConf.select(cfg, key, default=_ABSENT)
+        if value is _ABSENT:
+            continue
+        problem = accepted.problem(value)
+        if problem is None:
+            continue
+        example = f"{key}={_number(accepted.example)}"
+        if problem.startswith("is not"):  # the wrong type
+            message = f"{key}={_shown(value)} {problem}; set {key}=<{accepted.kind.__name__}> ({accepted.what}), " \
+                      f"e.g. {example}"
+        else:
+            message = f"{key}={_shown(value)} {problem} ({accepted.what}), e.g. {example}"
+        raise ConfigError(message)
+
+
+def _shown(value) -> str:
+    """A value as it would be written in an override: null, true, 3, 0.5, 'abc'."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return _number(value)
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 @functools.lru_cache(maxsize=16)

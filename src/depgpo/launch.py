@@ -134,5 +134,11 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         print("error: depgpo launch: give the stage command after `--`", file=sys.stderr)
         return 2
-    cfg = compose(stage_overrides(command))
+    try:
+        cfg = compose(stage_overrides(command))
+    except Exception as e:  # as the stage itself would say it, before a job is submitted
+        from depgpo.stages import one_line
+
+        print(f"error: config: {one_line(e)}", file=sys.stderr)
+        return 2
     return submit_and_wait(command, args.stage, cfg, args.cluster, args.poll_s)

@@ -23,7 +23,7 @@ def _compose(args: argparse.Namespace):
     try:
         cfg = compose(args.overrides)
     except Exception as e:  # Hydra's own messages name the group/key and list the valid options
-        raise SystemExit(f"error: config: {e}")
+        raise SystemExit(f"error: config: {one_line(e)}")
     import torch
 
     from depgpo.policy.device import resolve_device
@@ -45,13 +45,65 @@ def _gpus_for(setting: str, why: str) -> None:
         raise SystemExit(f"error: config: {setting}=verl needs GPUs ({why}); on this machine use {setting}=local")
 
 
+def one_line(error: BaseException) -> str:
+    """An exception's message on one line: Hydra's span several, and list the options after a line ending in ':'
+    ("Available options in 'method':"), then the config search path, which is left out."""
+    parts: list[str] = []
+    listing = False
+    for line in str(error).split("Config search path:")[0].splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if listing:
+            parts[-1] += (" " if parts[-1].endswith(":") else ", ") + line
+        else:
+            parts.append(line)
+            listing = line.endswith(":")
+    return "; ".join(parts) or type(error).__name__
+
+
+# What `save_pretrained` writes (depgpo.policy.model.save_policy): the model config, weights, and a tokenizer.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+CHECKPOINT_EXPECTED = ("expected a policy checkpoint directory (config.json, model.safetensors, tokenizer.json) "
+                       "as `depgpo sft` writes it to OUT/checkpoint")
+
+
+def check_checkpoint(checkpoint: Path, option: str = "--policy") -> None:
+    """Fail before any work, in one line naming the path, when `checkpoint` is not a complete policy checkpoint."""
+    def bad(problem: str):
+        raise SystemExit(f"error: {option} {checkpoint}: {problem}; {CHECKPOINT_EXPECTED}")
+
+    if not checkpoint.exists():
+        bad("no such directory")
+    if not checkpoint.is_dir():
+        bad("is a file, not a directory")
+    present = {path.name for path in checkpoint.iterdir() if not path.is_file() or path.stat().st_size > 0}
+    if not present:
+        bad("the directory is empty")
+    missing = [what for what, names in (("config.json", ("config.json",)), ("model weights", WEIGHT_FILES),
+                                        ("tokenizer", TOKENIZER_FILES)) if present.isdisjoint(names)]
+    if missing:
+        bad(f"no {' and no '.join(missing)} (or an empty file) in it")
+
+
+def _tasks(path: Path):
+    """The task set at `path` (a directory of tasks, or a file listing them), or one line saying what is wrong."""
+    from depgpo.tasks import TaskFormatError, load_task_set
+
+    try:
+        return load_task_set(path)
+    except TaskFormatError as e:
+        raise SystemExit(f"error: {e}")
+
+
 def _policy(checkpoint: Path, cfg, temperature: float | None = None):
     from depgpo.policy.device import resolve_device
     from depgpo.policy.model import load_policy
     from depgpo.train.rl import make_policy
 
-    if not (checkpoint / "config.json").is_file():
-        raise SystemExit(f"error: {checkpoint}: not a policy checkpoint (no config.json); run the sft stage first")
+    check_checkpoint(checkpoint)
     model, tokenizer = load_policy(checkpoint)
     model.to(resolve_device(cfg.device)).eval()
     return make_policy(model, tokenizer, cfg, temperature)
@@ -104,6 +156,8 @@ def add_sft(parser: argparse.ArgumentParser) -> None:
 
 
 def run_sft(args: argparse.Namespace) -> int:
+    from depgpo.train.sft_import import ConversationError
+
     cfg = _compose(args)
     if cfg.sft.backend == "verl":
         _gpus_for("sft.backend", "verl's FSDP engine")
@@ -112,7 +166,11 @@ def run_sft(args: argparse.Namespace) -> int:
         from depgpo.train.sft import run_sft as train
     else:
         raise SystemExit(f"error: config: sft.backend={cfg.sft.backend!r}; valid: local, verl")
-    print(f"checkpoint: {train(args.data, args.out, cfg)}")
+    try:
+        checkpoint = train(args.data, args.out, cfg)
+    except ConversationError as e:  # raised while reading --data, before either trainer writes anything
+        raise SystemExit(f"error: {e}")
+    print(f"checkpoint: {checkpoint}")
     return 0
 
 
@@ -125,12 +183,11 @@ def add_filter(parser: argparse.ArgumentParser) -> None:
 
 
 def run_filter(args: argparse.Namespace) -> int:
-    from depgpo.tasks import load_task_set
+    cfg = _compose(args)  # first: a bad value is reported before the slow imports
     from depgpo.train.filtering import run_filter as select
     from depgpo.train.rl import agent_config
 
-    cfg = _compose(args)
-    tasks = load_task_set(args.tasks)
+    tasks = _tasks(args.tasks)
     summary = select(_policy(args.policy, cfg), tasks, agent_config(cfg), cfg.filter.attempts,
                      cfg.filter.val_fraction, cfg.seed, args.out)
     print(json.dumps({k: v for k, v in summary.items() if k != "success_counts"}))
@@ -151,6 +208,7 @@ def add_rl(parser: argparse.ArgumentParser) -> None:
 
 def run_rl(args: argparse.Namespace) -> int:
     cfg = _compose(args)
+    check_checkpoint(args.policy)
     if cfg.rl.backend == "verl":
         _gpus_for("rl.backend", "vLLM rollouts, verl's FSDP engine")
         from depgpo.train.verl_trainer import run_verl_rl
@@ -159,10 +217,9 @@ def run_rl(args: argparse.Namespace) -> int:
         return 0
     if cfg.rl.backend != "local":
         raise SystemExit(f"error: config: rl.backend={cfg.rl.backend!r}; valid: local, verl")
-    from depgpo.tasks import load_task_set
     from depgpo.train.rl import RLTrainer
 
-    RLTrainer(cfg, args.policy, load_task_set(args.train), args.out).run()
+    RLTrainer(cfg, args.policy, _tasks(args.train), args.out).run()
     return 0
 
 
@@ -176,14 +233,13 @@ def add_evaluate(parser: argparse.ArgumentParser) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    cfg = _compose(args)  # first: a bad value is reported before the slow imports
     from depgpo.evaluate import evaluate, write_evaluation
-    from depgpo.tasks import load_task_set
     from depgpo.train.rl import agent_config
 
-    cfg = _compose(args)
+    task_sets = {task_set: _tasks(task_set) for task_set in args.tasks}  # all checked before the first is run
     policy = _policy(args.policy, cfg, cfg.eval.temperature)  # loaded once for all test sets
-    for task_set in args.tasks:
-        tasks = load_task_set(task_set)
+    for task_set, tasks in task_sets.items():
         result = evaluate(policy, tasks, agent_config(cfg), cfg.eval.rounds, cfg.seed, args.run, task_set.stem)
         write_evaluation(result, args.out / f"{task_set.stem}.json")
         print(f"{args.run} on {task_set.stem}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")

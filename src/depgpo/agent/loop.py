@@ -57,29 +57,36 @@ def _digest(text: str) -> str:
 
 
 def run_rollout(policy, task: Task, config: AgentConfig, seed: int, out_dir: Path | None = None) -> Rollout:
-    """Let `policy` (a depgpo.policy.generate.Policy) work on `task` in a fresh sandbox."""
+    """Let `policy` (a depgpo.policy.generate.Policy) work on `task` in a fresh sandbox. A harness failure (the
+    sandbox would not start, or failed on a command) is a failed rollout, reward 0, recorded in its trajectory."""
     ctx = policy.start(task.instruction)
     anchors: list[str] = []
     observation = task.instruction  # the state the first turn acts on
     finished = False
-    with Episode(task, config.episode, out_dir=out_dir) as episode:
-        for turn in range(config.max_turns):
-            if len(ctx.token_ids) + policy.max_turn_tokens > config.max_context_tokens:
-                break
-            anchors.append(_digest(observation))
-            out = policy.next_turn(ctx, rng_seed=seed * 1000 + turn)
-            if out.command is None:
-                finished = True
-                break
-            if isinstance(out.command, ParseError):
-                observation = UNPARSEABLE_OBSERVATION
-                policy.observe(ctx, observation, None)
-                continue
-            record = episode.run_command(out.command, turn=turn)
-            observation = record["observation"]
-            policy.observe(ctx, observation, record["exit_code"])
-        episode.verify()
-        trajectory = episode.trajectory()
+    episode = Episode(task, config.episode, out_dir=out_dir)
+    try:
+        with episode:
+            for turn in range(config.max_turns):
+                if len(ctx.token_ids) + policy.max_turn_tokens > config.max_context_tokens:
+                    break
+                anchors.append(_digest(observation))
+                out = policy.next_turn(ctx, rng_seed=seed * 1000 + turn)
+                if out.command is None:
+                    finished = True
+                    break
+                if isinstance(out.command, ParseError):
+                    observation = UNPARSEABLE_OBSERVATION
+                    policy.observe(ctx, observation, None)
+                    continue
+                record = episode.run_command(out.command, turn=turn)
+                observation = record["observation"]
+                policy.observe(ctx, observation, record["exit_code"])
+            episode.verify()
+    except Exception:
+        if not episode.failed:  # the policy's own error, not the environment's: the stage should stop
+            raise
+        # else the sandbox did not start or the harness failed on a command: recorded, reward 0, the stage goes on
+    trajectory = episode.trajectory()
     trajectory["num_turns"] = len(anchors)
     return Rollout(
         task_id=task.id, trajectory=trajectory, prompt_ids=list(ctx.prompt_ids), response_ids=list(ctx.response_ids),

@@ -83,3 +83,13 @@ def update_metrics(
     if credit_diagnostics:
         metrics.update(mean_credit_diagnostics(credit_diagnostics))
     return metrics
+
+
+def episode_health(trajectories: Sequence[Mapping]) -> dict[str, float]:
+    """Fractions of a batch's episodes whose verifier ran agent-planted code (env/tampering.py; scored as
+    agent.environment.tampering says) and that a harness failure ended (reward 0)."""
+    verifiers = [t.get("verifier") or {} for t in trajectories]
+    n = max(len(verifiers), 1)
+    return {"env/tampered_frac": sum(bool(v.get("tampering")) for v in verifiers) / n,
+            "env/harness_failed_frac": sum(v.get("reward_source") == "error" and "harness" in str(v.get("error"))
+                                           for v in verifiers) / n}

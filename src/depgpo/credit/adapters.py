@@ -23,6 +23,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from depgpo.credit.records import TrajectoryError, check_header
 from depgpo.credit.static import DEFAULT_WORKDIR, infer_trajectory
 
 BASH_TOOL_NAMES = {"bash", "shell", "execute_bash", "run_shell_command", "terminal"}
@@ -52,8 +53,13 @@ def load_trajectories(path: str | Path, static: bool = False) -> list[dict]:
     path = Path(path)
     trajectories = []
     for document in _json_documents(path):
-        for item in _split_document(document, path):
+        items = _split_document(document, path)
+        for position, item in enumerate(items):
             if _is_native(item):
+                try:
+                    check_header(item)  # before --static re-infers it and drops the version
+                except TrajectoryError as error:
+                    raise ValueError(f"{path}{f'[{position}]' if len(items) > 1 else ''}: {error}") from error
                 trajectories.append(_reinfer(item) if static else item)
             else:
                 trajectories.append(from_conversation(item, f"{path.stem}#{len(trajectories)}"))
@@ -94,8 +100,9 @@ def _json_documents(path: Path) -> list[Any]:
 
 
 def _is_native(item: Any) -> bool:
-    version = item.get("schema_version") if isinstance(item, dict) else None
-    return isinstance(version, int) and not isinstance(version, bool) and isinstance(item.get("commands"), list)
+    """Our own record: a schema_version (checked by records.check_header, so that an unknown one is said as such)
+    and a list of commands."""
+    return isinstance(item, dict) and "schema_version" in item and isinstance(item.get("commands"), list)
 
 
 def _is_message(item: Any) -> bool:

@@ -8,6 +8,7 @@ verifier records E, and the state the verifier saw.
 from __future__ import annotations
 
 import fnmatch
+import math
 import posixpath
 import re
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from depgpo.credit.config import CreditConfig
 from depgpo.credit.factors import MAX_TURNS
 
 GLOB_CHARS = re.compile(r"[*?\[]")
+# trajectory.json versions this code reads (docs/trajectory-schema.md); the producer's: env.episode.SCHEMA_VERSION
+SCHEMA_VERSIONS = (1,)
 
 
 class TrajectoryError(ValueError):
@@ -207,9 +210,27 @@ def _items(mapping: dict, key: str, kind: type, where: str) -> list:
 
 # ---- parsing --------------------------------------------------------------------------------------------------
 
+def check_header(trajectory: dict) -> None:
+    """The fields every reader of a trajectory relies on: a known `schema_version` (when the record has one, as
+    every trajectory.json does) and a numeric or null `verifier.reward`; raises TrajectoryError saying the fix."""
+    if "schema_version" in trajectory:
+        version = trajectory["schema_version"]
+        if isinstance(version, bool) or not isinstance(version, int) or version not in SCHEMA_VERSIONS:
+            known = ", ".join(map(str, SCHEMA_VERSIONS))
+            raise TrajectoryError("schema_version", f"unknown version {version!r}; this depgpo reads version {known} "
+                                  "(docs/trajectory-schema.md): re-record it with `depgpo run-episode`, or convert it")
+    verifier = trajectory.get("verifier")
+    reward = verifier.get("reward") if isinstance(verifier, dict) else None
+    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))
+                               or not math.isfinite(reward)):
+        raise TrajectoryError("verifier.reward", f"expected a number or null, got {reward!r}; write the verifier's "
+                              "reward in [0, 1] (e.g. \"reward\": 1.0), or null when it is unknown")
+
+
 def parse_episode(trajectory: Any, config: CreditConfig, num_turns: int | None = None) -> Episode:
     if not isinstance(trajectory, dict):
         raise TrajectoryError("trajectory", f"expected an object, got {type(trajectory).__name__}")
+    check_header(trajectory)
     verifier = _get(trajectory, "verifier", dict, "")
     verifier_records = VerifierRecords(_items(verifier, "E", str, "verifier"))
     scope = TrackedScope(_tracked_roots(trajectory, config), verifier_records.directories, config)

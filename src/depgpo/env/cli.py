@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.episode import Episode, EpisodeConfig, HarnessFailure
+from depgpo.env.tampering import TAMPERING_POLICIES
 from depgpo.env.images import BACKENDS, ImageError, system_root_for
 
 
@@ -21,15 +22,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-sandbox", action="store_true", help="keep the episode's host directories")
     parser.add_argument("--backend", choices=BACKENDS, default="host",
                         help="system directories from this machine (default) or from the task's container image")
+    parser.add_argument("--tampering", choices=TAMPERING_POLICIES, default="zero",
+                        help="what an episode earns whose verifier ran code the agent planted (default: zero)")
     parser.add_argument("--runtime", default="auto",
                         help="with --backend image: podman, docker, apptainer, singularity or auto (default)")
 
 
 def load_commands(path: Path) -> list[str]:
     try:
-        commands = json.loads(path.read_text())
+        commands = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SystemExit(f"error: {path}: file not found")
+    except UnicodeDecodeError as e:
+        raise SystemExit(f"error: {path}: not UTF-8 text (byte {e.start}); write the commands file as UTF-8 JSON "
+                         "(bytes a command needs can be written as $'\\xNN' in the shell)")
     except json.JSONDecodeError as e:
         raise SystemExit(f"error: {path}: not JSON ({e}); expected a JSON list of command strings")
     if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
@@ -55,20 +61,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
     commands = oracle_commands(task) if args.oracle else load_commands(args.commands)
     config = EpisodeConfig(command_timeout_s=args.timeout, keep_sandbox=args.keep_sandbox, backend=args.backend,
-                           runtime=args.runtime)
+                           runtime=args.runtime, tampering=args.tampering)
     try:
         system_root_for(task, config.backend, config.runtime, config.image_cache)
     except ImageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     with Episode(task, config, out_dir=args.out) as episode:
-        for turn, command in enumerate(commands):
-            record = episode.run_command(command, turn=turn)
-            status = "timeout" if record["timed_out"] else f"exit {record['exit_code']}"
-            print(f"[{turn}] {status:>8}  {command.splitlines()[0][:70] if command else ''}", file=sys.stderr)
+        try:
+            for turn, command in enumerate(commands):
+                record = episode.run_command(command, turn=turn)
+                status = "timeout" if record["timed_out"] else f"exit {record['exit_code']}"
+                print(f"[{turn}] {status:>8}  {command.splitlines()[0][:70] if command else ''}", file=sys.stderr)
+        except HarnessFailure as e:  # recorded in the trajectory: the episode ended with reward 0
+            print(f"harness: {e}", file=sys.stderr)
         verifier = episode.verify()
     print(f"reward {verifier['reward']:.3f} ({verifier['reward_source']}); E ({verifier['E_source']}): "
           f"{', '.join(verifier['E']) or '-'}", file=sys.stderr)
+    for finding in verifier.get("tampering", []):
+        print(f"tampering: {finding['kind']}: the verifier {finding['how']} {finding['path']} "
+              f"({finding['change']} by the agent)", file=sys.stderr)
     if verifier["error"]:
         print(f"verifier: {verifier['error']}", file=sys.stderr)
     print(args.out / "trajectory.json")

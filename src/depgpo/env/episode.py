@@ -3,11 +3,17 @@
     with Episode(task, EpisodeConfig(), out_dir) as ep:
         ep.run_command("echo 63841 > /app/answer.txt", turn=0)
         ep.verify()
-    # out_dir/trajectory.json is rewritten after every command, so nothing computed is lost on a crash.
+    # each command's record is appended to out_dir/commands.partial.jsonl as it ends (nothing computed is lost
+    # on a crash); trajectory.json is written once, when the episode closes.
+
+No command ends the harness: whatever a command does, run_command returns its record. Should the harness itself
+fail on one (a bug, a full host disk), the episode ends there: the error and the command are recorded, the trajectory
+is written with reward 0, and HarnessFailure tells the caller (the agent loop records a failed rollout and goes on).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
@@ -19,12 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depgpo.env.images import DEFAULT_CACHE, image_dir, system_root_for
-from depgpo.env.filestate import MISSING, FileVersion, StatWalk, lines_written, read_text, read_version
-from depgpo.env.sandbox import (SANDBOX_PATH, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
-                                launcher_argv, reap_uid, remove_layout, under)
+from depgpo.env.filestate import MISSING, FileVersion, StatWalk, lines_written, read_version
+from depgpo.env.judge import kept_effects, merged_effects, run_verifier
+from depgpo.env.sandbox import (LIVE_LOCK, SANDBOX_PATH, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
+                                launcher_argv, owned_private_dir, reap_uid, remove_layout, sweep_leftovers, under)
 from depgpo.env.shell import ShellSession, truncate_observation
-from depgpo.env.trace_parser import TraceParser
-from depgpo.env.verifier import compute_reward, inspection_set, static_inspection_set
+from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering
+from depgpo.env.trace_parser import CommandEffects, TraceParser
+from depgpo.env.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
 from depgpo.tasks import Task, offline_test_command
 
 SCHEMA_VERSION = 1
@@ -43,6 +51,15 @@ def keep_path(path: str, workdir: str | None = None) -> bool:
     return not any(part in path for part in UNTRACKED_PARTS) and not path.endswith(".pyc")
 
 
+class HarnessFailure(RuntimeError):
+    """The harness (not the agent's command) failed; the episode has ended and its trajectory is written."""
+
+
+
+
+_swept: set[Path] = set()  # work roots whose leftovers this process has already swept
+
+
 @dataclass
 class EpisodeConfig:
     command_timeout_s: float = 60.0
@@ -54,6 +71,14 @@ class EpisodeConfig:
     backend: str = "host"                      # system directories: host | image (the task's container image)
     runtime: str = "auto"                      # image backend: auto | podman | docker | apptainer | singularity
     image_cache: Path = DEFAULT_CACHE          # image backend: unpacked images, one directory per image id
+    tampering: str = "zero"                    # what a trajectory whose verifier ran agent-planted code earns:
+    #                                            zero (reward 0, the reason recorded) | keep (recorded only)
+    output_limit_bytes: int = 20 << 20         # verifier output read back (the observation is cut much shorter)
+
+    def __post_init__(self) -> None:
+        if self.tampering not in TAMPERING_POLICIES:
+            raise ValueError(f"agent.environment.tampering={self.tampering!r}: choose one of "
+                             f"{', '.join(TAMPERING_POLICIES)}")
 
 
 class Episode:
@@ -71,13 +96,15 @@ class Episode:
         self.shell: ShellSession | None = None
         self._shell_starts = 0
         self._parser_of: dict[int, TraceParser] = {}  # command index -> the parser of the shell that ran it
+        self.failed = False                           # a harness failure ended the episode
+        self._closed = False
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> "Episode":
         try:
             self.start()
         except BaseException as e:  # release the uid, cgroups and directories; the record says why
-            self.errors.append("episode failed to start: " + "".join(traceback.format_exception_only(e)).strip())
+            self.record_failure("episode failed to start", e)
             self.close()
             raise
         return self
@@ -89,16 +116,26 @@ class Episode:
 
     def start(self) -> None:
         t0 = time.monotonic()
-        self.config.work_root.mkdir(parents=True, exist_ok=True)
+        work_root = owned_private_dir(self.config.work_root, 0o711)
+        for parent in work_root.parents:  # the episode's unprivileged uid reaches its bind sources through them
+            if not os.stat(parent).st_mode & 0o001:
+                raise RuntimeError(f"work root {work_root}: {parent} is not searchable by other users, and the "
+                                   f"episode's unprivileged uid must pass through it; chmod o+x {parent} or choose "
+                                   "another work root (EpisodeConfig.work_root)")
+        if work_root not in _swept:  # episode directories and cgroups of harnesses that were killed
+            _swept.add(work_root)
+            sweep_leftovers(work_root)
         self.system = system_root_for(self.task, self.config.backend, self.config.runtime, self.config.image_cache)
         self._lease = UidLease()
-        root = Path(tempfile.mkdtemp(prefix=f"{self.task.id[:40]}-", dir=self.config.work_root))
+        root = Path(tempfile.mkdtemp(prefix=f"{self.task.id[:40]}-", dir=work_root))
+        self._live_lock = os.open(root / LIVE_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._live_lock, fcntl.LOCK_EX)  # released by close() or by this process's death
         self.layout = SandboxLayout(root=root, workdir=self.system.workdir or self.task.workdir,  # the image's wins
                                     uid=self._lease.uid, system_root=self.system.path,
                                     env={**self.system.env, **self.task.env})
         if not self.system.is_host:  # the host's secrets are not in an image; masking them there would add files
             self.layout.masked_files, self.layout.masked_dirs = (), ()
-        self.layout.prepare()
+        self.layout.prepare(self.config.limits)
         self._seed_workdir()
         self._cgroups = EpisodeCgroups(root.name, self.config.limits)
         if self.task.setup_commands and self.system.is_host:  # an image has run its Dockerfile already
@@ -108,7 +145,6 @@ class Episode:
         self._walk.changes()
         self._snapshot_initial_files()
         self.timings["setup_s"] = time.monotonic() - t0
-        self._save()
 
     def _keep_path(self, path: str) -> bool:
         return keep_path(path, self.layout.workdir)
@@ -126,12 +162,13 @@ class Episode:
         # /etc stays parsed: commands can write there (copy-on-write) and verifiers read configs from it.
         # A workdir under /usr or /opt (an image's WORKDIR /usr/src/app) is tracked like /app: its prefix stays parsed.
         skipped = tuple(p for p in PARSER_SKIPPED_PREFIXES if not (self.layout.workdir + "/").startswith(p))
-        self.parser = TraceParser(keep_path=self._keep_path, untracked_prefixes=skipped)
         self._shell_starts += 1
         self.layout.trace_name = f"trace-{self._shell_starts}.log"
         self._trace_offset = 0
         self.shell = ShellSession(launcher_argv(self.layout, self.config.limits), preexec=self._preexec,
                                   first_command=len(self.commands))
+        self.parser = TraceParser(keep_path=self._keep_path, untracked_prefixes=skipped,
+                                  valid_marks=self.shell.valid_marks)
         self._feed_trace()
 
     def _seed_workdir(self) -> None:
@@ -177,11 +214,15 @@ class Episode:
             version = read_version(self.layout, path)
             if version is not None:
                 self._cache[path] = version
+        self._initial_hashes = {path: version.hash for path, version in self._cache.items()}  # the task's files
 
     def close(self) -> None:
         if self.shell is not None:
             self.shell.close()
-            self._feed_trace()
+            try:
+                self._feed_trace()
+            except Exception as e:
+                self.errors.append(f"harness: reading the last of the trace failed: {type(e).__name__}: {e}")
         self._save()
         if hasattr(self, "layout"):
             survivors = reap_uid(self.layout.uid)
@@ -193,6 +234,10 @@ class Episode:
             self._lease.release()
         if hasattr(self, "layout") and not self.config.keep_sandbox:
             remove_layout(self.layout)
+        if hasattr(self, "_live_lock"):
+            os.close(self._live_lock)
+            del self._live_lock
+        self._closed = True
 
     # ---------------------------------------------------------------- commands
     def _feed_trace(self) -> None:
@@ -210,7 +255,33 @@ class Episode:
         self.timings["parse_s"] += time.monotonic() - t0
 
     def run_command(self, text: str, turn: int | None = None, timeout_s: float | None = None) -> dict:
-        """Run one command (a keystroke batch or one bash tool call) and record its effects."""
+        """Run one command (a keystroke batch or one bash tool call) and record its effects. Raises only
+        HarnessFailure (after recording it): the episode has then ended."""
+        if self.failed:
+            raise HarnessFailure("the episode already ended on a harness failure: " + self.errors[-1])
+        try:
+            return self._run_command(text, turn, timeout_s)
+        except Exception as e:
+            self.record_failure(f"harness failed on command {len(self.commands)} ({text[:80]!r})", e)
+            self.commands.append({"index": len(self.commands), "turn": len(self.commands) if turn is None else turn,
+                                  "text": text, "observation": "", "exit_code": None, "timed_out": False,
+                                  "duration_s": 0.0, "harness_error": f"{type(e).__name__}: {e}",
+                                  **self._effects_record(CommandEffects(), walk=False)})
+            raise HarnessFailure(self.errors[-1]) from e
+
+    def record_failure(self, what: str, e: BaseException) -> None:
+        """End the episode on a harness failure: reward 0, the reason recorded (and saved, if already closed)."""
+        if self.failed:
+            return
+        self.failed = True
+        self.errors.append(f"{what}: {type(e).__name__}: {e}")
+        self.verifier = {"E": [], "E_detail": [], "E_source": "none", "reward": 0.0, "reward_source": "error",
+                         "tests": {}, "exit_code": None, "output": "", "duration_s": 0.0, "tampering": [],
+                         "error": f"episode ended by a harness failure: {type(e).__name__}: {e}"}
+        if self._closed:
+            self._save()
+
+    def _run_command(self, text: str, turn: int | None, timeout_s: float | None) -> dict:
         index = len(self.commands)
         if not self.shell.alive():
             self.errors.append(f"the shell had exited; restarted before command {index} (background processes lost)")
@@ -222,7 +293,8 @@ class Episode:
         self._parser_of[index] = self.parser
         record = {
             "index": index, "turn": index if turn is None else turn, "text": text,
-            "observation": truncate_observation(result.output), "exit_code": result.exit_code,
+            "observation": truncate_observation(result.output, omitted=result.omitted_bytes),
+            "exit_code": result.exit_code,
             "timed_out": result.timed_out, "duration_s": round(result.duration_s, 4),
             **self._effects_record(effects),
         }
@@ -230,14 +302,31 @@ class Episode:
             record["recovery"] = result.recovery
         if not self.shell.alive():
             self.errors.append(f"the shell exited during command {index} ({text[:80]!r})")
+        full = self._disk_full()
+        if full:
+            record["disk_limit"] = full
+            self.errors.append(f"command {index} reached the episode's disk limit ({full})")
         self.commands.append(record)
-        self._save()
+        self._append_partial(record)
         return record
 
-    def _effects_record(self, fx) -> dict:
+    def _disk_full(self) -> str | None:
+        """'bytes' or 'inodes' when the episode's tmpfs is (nearly) full after a command, else None."""
+        try:
+            st = os.statvfs(self.layout.fs)
+        except OSError:
+            return None
+        if st.f_blocks and st.f_bavail * st.f_frsize < 1 << 20:
+            return f"bytes: {self.config.limits.disk_bytes}"
+        if st.f_files and st.f_favail < 16:
+            return f"inodes: {self.config.limits.disk_inodes}"
+        return None
+
+    def _effects_record(self, fx, walk: bool = True) -> dict:
         renamed_to = {dst for _, dst in fx.renamed}
         traced_writes = fx.opened_for_write | fx.created | renamed_to
-        untraced = {p for p in self._walk.changes() if self._keep_path(p)} - traced_writes - fx.deleted \
+        changed = self._walk.changes() if walk else set()
+        untraced = {p for p in changed if self._keep_path(p)} - traced_writes - fx.deleted \
             - {src for src, _ in fx.renamed}
         writes, deletions = [], set(fx.deleted) | {src for src, _ in fx.renamed}
         for path in sorted(traced_writes | untraced):
@@ -285,52 +374,67 @@ class Episode:
 
     # ---------------------------------------------------------------- verifier
     def verify(self) -> dict:
-        """Run the task's verifier in the same traced sandbox; record E, reward and the final state."""
+        """Run the task's verifier as its own process tree (sandbox.verifier_argv): it sees the agent's files and
+        servers, the agent cannot see it, /tests or /logs. Record E, the reward, tampering and the final state."""
+        if self.failed:
+            return self.verifier
+        try:
+            return self._verify()
+        except Exception as e:
+            self.record_failure("harness failed while verifying", e)
+            return self.verifier
+
+    def _verify(self) -> dict:
         t0 = time.monotonic()
         self.final = self._final_files()
-        error = None
-        output, exit_code = "", None
-        effects = None
         if not self.shell.alive():
-            self.errors.append("the shell had exited; the verifier ran in a restarted one (agent processes gone)")
+            self.errors.append("the shell had exited; the verifier ran beside a restarted one (agent processes gone)")
             self._start_shell()
-        try:
-            self._install_verifier_files()
-            self._feed_trace()  # what background processes did until now belongs to the agent's segments
-            self.parser.begin_verifier()
-            timeout = self.config.verifier_timeout_s or self.task.verifier_timeout_s
-            result = self.shell.run_marked(_verifier_command(self.task, self.layout), timeout_s=timeout)
-            output, exit_code = result.output, result.exit_code
-            if result.timed_out:
-                error = f"verifier timed out after {timeout}s"
-            self._feed_trace()
-            effects = self.parser.summary("verifier")
-        except Exception as e:  # a crashing harness step must still leave a trajectory behind
-            error = f"verifier failed to run: {type(e).__name__}: {e}"
-        E_detail, E_source = [], "none"
-        if effects is not None:
-            E_detail = inspection_set(effects, self._agent_written, self._process_names, self.layout.workdir)
-            E_source = "trace" if E_detail else "none"
+        self._install_verifier_files()
+        self._feed_trace()  # what background processes did until now belongs to the agent's segments
+        self.parser.begin_verifier()
+        timeout = self.config.verifier_timeout_s or self.task.verifier_timeout_s
+        agent_processes = self.parser.alive_processes()
+        for proc in agent_processes:
+            self._process_names.setdefault(proc.pid, proc.name)
+        env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb", **self.layout.env,
+               **self.task.verifier_env}
+        run = run_verifier(self.layout, self.config.limits, self.shell, self._preexec, env,
+                           offline_test_command(self.task, self.layout.workdir), timeout,
+                           self.config.output_limit_bytes, agent_processes)
+        self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
+        own = run.effects
+        effects = merged_effects(self.parser.summary("verifier"), kept_effects(own, self._keep_path))
+        E_detail = inspection_set(effects, self._agent_written, self._process_names, self.layout.workdir)
+        E_source = "trace" if E_detail else "none"
         if not E_detail:
             E_detail = static_inspection_set([host for host, _ in self.task.verifier_files])
             E_source = "static" if E_detail else "none"
         self._add_E_files_to_final(E_detail)
         self._final_processes()
-        logs = lambda name: read_text(self.layout, f"/logs/verifier/{name}")  # noqa: E731
-        reward = compute_reward(logs("reward.json"), logs("reward.txt"), output, exit_code, self.task.test_weights,
-                                logs("junit.xml"))
+        tampering = find_tampering(own, self.layout, self._initial_hashes, self.system.path)
+        logs = lambda name: read_verifier_file(self.layout.verifier_logs, name)  # noqa: E731
+        reward = compute_reward(logs("reward.json"), logs("reward.txt"), run.output, run.exit_code,
+                                self.task.test_weights, logs("junit.xml"), require_reward_file=self.task.format == "harbor")
+        value, source, error = reward.value, reward.source, run.error or reward.error
+        if run.error:  # timed out or failed to start: whatever is on disk does not count
+            value, source = 0.0, "error"
+        elif tampering and self.config.tampering == "zero":
+            value, source = 0.0, "tampering"
+            error = "the verifier ran code the agent planted: " + ", ".join(t["path"] for t in tampering[:5])
         self.verifier = {
             "E": [d["record"] for d in E_detail], "E_detail": E_detail, "E_source": E_source,
-            "reward": reward.value, "reward_source": reward.source, "tests": reward.tests,
-            "exit_code": exit_code, "output": truncate_observation(output),
-            "duration_s": round(time.monotonic() - t0, 4), "error": error or reward.error,
+            "reward": value, "reward_source": source, "tests": reward.tests, "tampering": tampering,
+            "exit_code": run.exit_code, "output": truncate_observation(run.output),
+            "duration_s": round(time.monotonic() - t0, 4), "error": error,
         }
+        if source == "tampering":
+            self.verifier["reward_before_tampering"] = reward.value
         self.timings["verifier_s"] = time.monotonic() - t0
-        self._save()
         return self.verifier
 
     def _install_verifier_files(self) -> None:
-        """Copy the verifier's files under /tests (a read-only mount that stays empty while the agent works)."""
+        """Copy the verifier's files under /tests (mounted in the verifier's mount namespace only)."""
         for host_path, sandbox_path in self.task.verifier_files:
             target = self.layout.tests_dir / os.path.relpath(sandbox_path, "/tests")
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -388,6 +492,7 @@ class Episode:
         }
 
     def _save(self) -> None:
+        """trajectory.json, written once at the end (and the per-command partial file removed)."""
         if self.out_dir is None:
             return
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -395,14 +500,12 @@ class Episode:
         tmp = self.out_dir / "trajectory.json.tmp"
         tmp.write_text(json.dumps(self.trajectory(), indent=1))
         tmp.replace(self.out_dir / "trajectory.json")
+        (self.out_dir / "commands.partial.jsonl").unlink(missing_ok=True)
 
-
-def _verifier_command(task: Task, layout: SandboxLayout) -> str:
-    """The verifier runs from a clean environment (not the agent's shell variables, aliases or cwd)."""
-    env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", **layout.env, **task.verifier_env}
-    assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-    script = f"cd {shlex.quote(layout.workdir)} && {offline_test_command(task, layout.workdir)}"
-    # /bin/bash: there in merged-/usr images and in those that keep /bin (Debian 11); /usr/bin/env in both.
-    return (f"\\unalias -a 2>/dev/null; /usr/bin/env -i {assignments} /bin/bash --norc --noprofile "
-            f"-c {shlex.quote(script)} </dev/null")
-
+    def _append_partial(self, record: dict) -> None:
+        """Each command's record as it ends: what a killed harness leaves behind (O(1) per command)."""
+        if self.out_dir is None:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.out_dir / "commands.partial.jsonl", "a") as fh:
+            fh.write(json.dumps(record) + "\n")

@@ -37,7 +37,8 @@ def _open_beneath(base: Path, relative: str) -> int:
     dir_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         how = _OpenHow(os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS)
-        fd = _libc.syscall(_SYS_OPENAT2, dir_fd, relative.encode(), ctypes.byref(how), ctypes.sizeof(how))
+        # os.fsencode: a name may hold any bytes (the trace parser decodes them with surrogateescape)
+        fd = _libc.syscall(_SYS_OPENAT2, dir_fd, os.fsencode(relative), ctypes.byref(how), ctypes.sizeof(how))
         if fd < 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), relative)
@@ -129,6 +130,26 @@ def lines_written(before: FileVersion, after: FileVersion, full_rewrite: bool) -
     return written
 
 
+def walk_files(top: str):
+    """(path, lstat) of every non-directory below `top`, iteratively (os.walk recurses: a 1,200-deep directory
+    chain overflows it), never following symlinks, skipping what vanishes or cannot be read meanwhile."""
+    stack = [top]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    yield entry.path, entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+
+
 @dataclass
 class StatWalk:
     """(mtime, size, inode) of every entry under the writable directories: catches untraced writes."""
@@ -139,18 +160,10 @@ class StatWalk:
     def changes(self) -> set[str]:
         """Sandbox paths created, modified or removed since the previous call."""
         now: dict[str, tuple[int, int, int]] = {}
-        for mount, host in self.layout.writable.items():
-            if mount == "/logs":
-                continue
-            for dirpath, dirnames, filenames in os.walk(host):
-                for name in filenames:
-                    full = os.path.join(dirpath, name)
-                    try:
-                        st = os.lstat(full)
-                    except OSError:
-                        continue
-                    sandbox = os.path.normpath(os.path.join(mount, os.path.relpath(full, host)))
-                    now[sandbox] = (st.st_mtime_ns, st.st_size, st.st_ino)
+        for mount, host in [*self.layout.writable.items(), ("/", self.layout.rootfs)]:
+            for full, st in walk_files(str(host)):
+                sandbox = os.path.normpath(os.path.join(mount, os.path.relpath(full, host)))
+                now[sandbox] = (st.st_mtime_ns, st.st_size, st.st_ino)
         changed = {p for p, sig in now.items() if self.seen.get(p) != sig}
         changed |= set(self.seen) - set(now)
         self.seen = now

@@ -1,15 +1,24 @@
 """One sandbox per episode: bubblewrap over copy-on-write system directories, traced by strace as pid 1.
 
-Process chain (shared/notes/sandbox-and-tracing.md section 0):
+Process chain of the agent (shared/notes/sandbox-and-tracing.md section 0):
 
-    unshare --mount --pid --fork --mount-proc      new mount + pid namespace, as host root
-      python -m depgpo.env.sandbox_init            idmapped overlays for /usr /etc /opt /var, then exec:
-        strace -f --seccomp-bpf ...                pid 1 of the pid namespace: unkillable from inside, owns all pids
-          setpriv --reuid=U  prlimit ...           an unprivileged host uid per episode, resource limits
-            bwrap --unshare-user --uid 0 ...       root inside, own net (loopback only), ipc, uts namespaces
-              bash -i                              the persistent interactive shell on a PTY
+    unshare --mount --pid --fork --mount-proc      mount namespace M1 + pid namespace P1, as host root
+      python -m depgpo.env.sandbox_init            pid 1 of P1: idmapped overlays for /usr /etc /opt /var, then forks
+        unshare --pid --fork --mount-proc          the agent's pid namespace P2, a child of P1
+          strace -f --seccomp-bpf ...              pid 1 of P2: unkillable from inside, owns all the agent's pids
+            setpriv --reuid=U  prlimit ...         an unprivileged host uid per episode, resource limits
+              bwrap --unshare-user --uid 0 ...     root inside, own net (loopback only), ipc, uts namespaces
+                bash -i                            the persistent interactive shell on a PTY
 
-The host sees every write the episode makes to system directories only in the episode's own upper layers.
+The judge stands apart (`verifier_argv`): `nsenter` into M1 and P1 (and the agent's network namespace, so it can
+reach the servers the agent left running), its own strace, then a second bwrap over the same files with /tests and
+/logs mounted in its mount namespace alone. P2 cannot see P1's processes, so no agent process can signal, trace or
+read (/proc/PID/root) the verifier, and /tests and /logs exist nowhere the agent can reach.
+
+The agent's `/` is a host directory (`rootfs`, sticky and root-owned like /tmp): a command may create /data or
+/conftest.py, and the verifier sees them, but cannot replace the mount points and symlinks the harness put there.
+The host sees every write the episode makes to system directories only in the episode's own upper layers; all of
+the episode's files live on one tmpfs whose size and inode count are the episode's disk limit.
 """
 
 from __future__ import annotations
@@ -17,9 +26,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import signal
+import stat
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,7 +44,7 @@ COW_DIRS = ("usr", "etc", "opt", "var")
 # The sandbox's own mount points: a task's workdir can neither be one nor lie inside one. (It may be /root, /home or
 # /tmp or lie inside them: it is then part of that writable mount, not a mount of its own.)
 RESERVED_DIRS = ("/logs", "/tests", "/.depgpo", "/.depgpo_mark", "/proc", "/sys", "/dev", "/run")
-HOME_MOUNTS = ("/tmp", "/root", "/home")
+HOME_MOUNTS = ("/tmp", "/root", "/home", "/run")
 # Host files the sandbox's root must not read even though the idmapped /etc shows them as its own.
 MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 MASKED_DIRS = ("/etc/ssh", "/etc/munge", "/etc/slurm", "/var/log", "/var/lib/mysql", "/var/lib/munge")
@@ -51,6 +62,9 @@ class SandboxLimits:
     max_open_files: int = 4096        # RLIMIT_NOFILE
     memory_bytes: int = 4 << 30       # memory cgroup limit, else RLIMIT_AS
     cpu: int | None = None            # pin the episode (strace costs ~3.5x less when pinned); None = not pinned
+    disk_bytes: int = 2 << 30         # all files the episode writes (workdir, /tmp, homes, upper layers): tmpfs size;
+    #                                   its pages count against memory_bytes, so it stays below it (ENOSPC, not OOM)
+    disk_inodes: int = 1_000_000      # and its inode count; a breach is ENOSPC inside, recorded by the episode
 
 
 def under(path: str, dirs: tuple[str, ...]) -> bool:
@@ -96,18 +110,36 @@ class SandboxLayout:
         """Copy-on-write system directories: /usr /etc /opt /var, and /bin, /lib, ... where they are not symlinks."""
         return COW_DIRS + tuple(name for name, kind, _ in self.top_level if kind == "dir")
 
+    @property
+    def fs(self) -> Path:
+        """Everything the episode can write lives here: one tmpfs (the disk limit), or a plain directory."""
+        return self.root / "fs"
+
+    @property
+    def rootfs(self) -> Path:
+        """The sandbox's `/`: mount points and system symlinks owned by host root, new top-level entries the agent's."""
+        return self.fs / "rootfs"
+
     # Writable sandbox locations backed by host directories, so the harness can read what commands wrote.
     @property
     def writable(self) -> dict[str, Path]:
-        mounts = {"/tmp": self.root / "tmp", "/root": self.root / "home_root", "/home": self.root / "home",
-                  "/logs": self.root / "logs"}
+        mounts = {"/tmp": self.fs / "tmp", "/root": self.fs / "home_root", "/home": self.fs / "home",
+                  "/run": self.fs / "run"}
         if under(self.workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
             return mounts
-        return {self.workdir: self.root / "app", **mounts}
+        return {self.workdir: self.fs / "app", **mounts}
 
     @property
-    def tests_dir(self) -> Path:      # mounted read-only at /tests; empty until the verifier runs
+    def tests_dir(self) -> Path:      # mounted read-only at /tests in the verifier's mount namespace only
         return self.root / "tests"
+
+    @property
+    def verifier_logs(self) -> Path:  # mounted at /logs in the verifier's mount namespace only, created just before
+        return self.root / "verifier-logs"
+
+    @property
+    def upper(self) -> Path:
+        return self.fs / "upper"
 
     @property
     def trace_log(self) -> Path:
@@ -120,54 +152,106 @@ class SandboxLayout:
         for mount, host in self.writable.items():
             if sandbox_path == mount or sandbox_path.startswith(mount.rstrip("/") + "/"):
                 return host, os.path.relpath(sandbox_path, mount)
-        if sandbox_path.strip("/").split("/", 1)[0] in self.cow_dirs:
-            return self.root / "upper", sandbox_path.lstrip("/")
-        return None
+        top = sandbox_path.strip("/").split("/", 1)[0]
+        if top in self.cow_dirs:
+            return self.upper, sandbox_path.lstrip("/")
+        if not top or f"/{top}" in RESERVED_DIRS or top in TOP_LEVEL_SYSTEM_DIRS:
+            return None
+        return self.rootfs, sandbox_path.lstrip("/")  # a top-level entry the agent made: /data, /conftest.py
 
     def host_path(self, sandbox_path: str) -> Path | None:
         backing = self.backing(sandbox_path)
         return None if backing is None else backing[0] / backing[1]
 
-    def prepare(self) -> None:
-        """Create the directories with the episode uid as owner (inside they appear owned by root)."""
+    def prepare(self, limits: SandboxLimits | None = None) -> None:
+        """Create the directories with the episode uid as owner (inside they appear owned by root); with `limits`,
+        the episode's files live on a tmpfs of limits.disk_bytes and limits.disk_inodes."""
+        self.fs.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o711)  # the episode uid must traverse it to reach its bind sources
+        if limits is not None:
+            mount_disk_limit(self.fs, limits)
+        self.fs.chmod(0o711)
         for d in [*self.writable.values(), self.host_path(self.workdir), self.tests_dir, self.root / "rc"]:
             d.mkdir(parents=True, exist_ok=True)
         for name in self.cow_dirs:
-            for part in ("lower", "upper", "work", "merged"):
+            for part in ("lower", "merged"):
                 (self.root / part / name).mkdir(parents=True, exist_ok=True)
-        self.root.chmod(0o711)  # the episode uid must traverse it to reach its bind sources
-        (self.root / "tmp").chmod(0o1777)
-        (self.root / "logs" / "verifier").mkdir(parents=True, exist_ok=True)
-        for path in [*self.writable.values(), self.root / "upper", self.root / "work",
-                     *(self.root / p / n for p in ("upper", "work") for n in self.cow_dirs)]:
+            for part in ("upper", "work"):
+                (self.fs / part / name).mkdir(parents=True, exist_ok=True)
+        (self.fs / "tmp").chmod(0o1777)
+        for path in [*self.writable.values(), self.upper, self.fs / "work"]:
             for dirpath, dirnames, filenames in os.walk(path):
                 for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
                     os.lchown(name, self.uid, self.uid)
+        self._prepare_rootfs()
         (self.root / "rc" / "bashrc").write_text(BASHRC)
 
+    def _prepare_rootfs(self) -> None:
+        """`/` of the sandbox: root-owned mount points and symlinks in a sticky, world-writable directory, so that
+        the agent can add top-level entries but can neither remove nor replace these (nor see /tests, /logs)."""
+        self.rootfs.mkdir(exist_ok=True)
+        self.rootfs.chmod(0o1777)
+        mount_points = {*self.cow_dirs, "proc", "dev", "sys", *(m.strip("/") for m in self.writable),
+                        *(d.strip("/") for d in RESERVED_DIRS)}
+        for name in sorted(mount_points):
+            (self.rootfs / name).mkdir(parents=True, exist_ok=True)
+        for name, kind, target in self.top_level:
+            if kind == "symlink" and not os.path.lexists(self.rootfs / name):
+                os.symlink(target, self.rootfs / name)
 
-# The interactive shell's start-up file. The marker runs `test -e MARK_DIR/K/RC`, which puts a failed newfstatat in
-# the trace (the command boundary) and prints an unambiguous record separator line to the PTY (completion + exit
-# code). readonly -f: a model command cannot redefine the marker.
+
+# The interactive shell's start-up file. The marker runs `test -e MARK_DIR/K/RC/NONCE`, which puts a failed
+# newfstatat in the trace (the command boundary) and prints a record separator line with the nonce to the PTY
+# (completion + exit code; shell.py). readonly -f: a model command cannot redefine the marker.
 BASHRC = r"""
 PS1='' PS2='' PROMPT_COMMAND=''
 stty -echo 2>/dev/null
 set +o history
-__depgpo_mark() { local rc=$?; test -e "%(mark_dir)s/$1/$rc"; printf '\036DEPGPO %%s %%s\036\n' "$1" "$rc"; }
+__depgpo_mark() { local rc=$?; test -e "%(mark_dir)s/$1/$rc/$2"; printf '\036DEPGPO %%s %%s %%s\036\n' "$1" "$2" "$rc"; }
 readonly -f __depgpo_mark
 export -f __depgpo_mark
 """ % {"mark_dir": MARK_DIR}
 
 
+def mount_disk_limit(directory: Path, limits: SandboxLimits) -> None:
+    """A tmpfs of the episode's disk limit (bytes and inodes) at `directory`, in the host's mount namespace (the
+    harness reads the episode's files from there); unmounted by remove_layout, or by sweep_leftovers after a crash."""
+    options = f"size={limits.disk_bytes},nr_inodes={limits.disk_inodes},mode=0711"
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "depgpo-episode", str(directory)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"cannot mount the episode's disk limit (tmpfs {options}) at {directory}: "
+                           f"{done.stderr.strip()}")
+
+
+def owned_private_dir(path: Path, mode: int = 0o700) -> Path:
+    """Create `path` (root-owned, `mode`) or accept it only if it already is exactly that: a directory planted by
+    another user in /tmp (or a symlink there) is refused, never followed."""
+    try:
+        path.mkdir(mode=mode, parents=True)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        raise RuntimeError(f"{path} is not a directory owned by uid {os.getuid()} and writable only by it (it may "
+                           f"have been planted by another user); remove it or choose another "
+                           f"agent.environment.work_root")
+    return path
+
+
 class UidLease:
     """An exclusive per-episode host uid, held with a lock file until released."""
 
-    def __init__(self, lock_dir: Path = Path("/tmp/depgpo-uids")):
-        lock_dir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, lock_dir: Path = Path(tempfile.gettempdir()) / "depgpo-uids"):
+        owned_private_dir(lock_dir)
         start = os.getpid() % UID_SLOTS
         for i in range(UID_SLOTS):
             slot = (start + i) % UID_SLOTS
-            fh = open(lock_dir / f"{slot}.lock", "w")
+            try:  # a planted symlink or other odd file in a slot makes that slot unusable, nothing more
+                fd = os.open(lock_dir / f"{slot}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except OSError:
+                continue
+            fh = os.fdopen(fd, "w")
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -181,18 +265,15 @@ class UidLease:
         self._fh.close()
 
 
-def bwrap_argv(layout: SandboxLayout) -> list[str]:
-    argv = ["bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--unshare-net", "--hostname", "sandbox"]
+def _bwrap_mounts(layout: SandboxLayout) -> list[str]:
+    """The file system both the agent and the verifier see: the same `/`, system directories and writable mounts."""
+    argv = ["--bind", str(layout.rootfs), "/"]  # its /bin -> usr/bin symlinks were made by prepare()
     for name in layout.cow_dirs:
         argv += ["--bind", str(layout.root / "merged" / name), f"/{name}"]
-    for name, kind, target in layout.top_level:  # /bin -> usr/bin where /usr is merged (else /bin is copy-on-write)
-        if kind == "symlink":
-            argv += ["--symlink", target, f"/{name}"]
-    argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/run"]
+    argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
     for sandbox_dir, host_dir in layout.writable.items():
         argv += ["--bind", str(host_dir), sandbox_dir]
-    argv += ["--ro-bind", str(layout.tests_dir), "/tests", "--ro-bind", str(layout.root / "rc"), "/.depgpo"]
+    argv += ["--ro-bind", str(layout.root / "rc"), "/.depgpo"]
     for host_dir, sandbox_dir in layout.extra_binds:
         argv += ["--ro-bind", host_dir, sandbox_dir]
     for path in layout.masked_files:
@@ -201,6 +282,13 @@ def bwrap_argv(layout: SandboxLayout) -> list[str]:
     for path in layout.masked_dirs:
         if os.path.isdir(path):
             argv += ["--tmpfs", path]
+    return argv
+
+
+def bwrap_argv(layout: SandboxLayout) -> list[str]:
+    """The agent's bwrap: the persistent interactive shell, with a network namespace of its own."""
+    argv = ["bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--unshare-net", "--hostname", "sandbox", *_bwrap_mounts(layout)]
     argv += ["--chdir", layout.workdir, "--clearenv", "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/root",
              "--setenv", "LANG", "C.UTF-8"]
     for key, value in layout.env.items():  # the task's ENV may set PATH, HOME, LANG, ... as in its container
@@ -212,23 +300,52 @@ def bwrap_argv(layout: SandboxLayout) -> list[str]:
     return argv
 
 
-def inner_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
-    """What sandbox_init execs once the overlays are mounted: strace -> setpriv -> prlimit -> bwrap -> bash.
-    `traced=False` drops strace (the benchmark's baseline); nothing else changes."""
+def verifier_bwrap_argv(layout: SandboxLayout, env: dict[str, str], script: str) -> list[str]:
+    """The verifier's bwrap: the agent's files and network (joined by nsenter), plus /tests and /logs; a clean
+    environment and a non-interactive bash that runs `script`."""
+    argv = ["bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--hostname", "sandbox", *_bwrap_mounts(layout),
+            "--ro-bind", str(layout.tests_dir), "/tests", "--bind", str(layout.verifier_logs), "/logs",
+            "--chdir", layout.workdir, "--clearenv"]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    return [*argv, "--cap-drop", "ALL", "/bin/bash", "--norc", "--noprofile", "-c", script]
+
+
+def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str]) -> list[str]:
+    """setpriv -> prlimit -> bwrap: the episode's unprivileged uid and its resource limits."""
     drop = ["setpriv", f"--reuid={layout.uid}", f"--regid={layout.uid}", "--clear-groups", "--"]
     rlimits = ["prlimit", f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_bytes}",
                f"--nofile={limits.max_open_files}", "--core=0"]
     if not _memory_cgroup_root():
         rlimits.append(f"--as={limits.memory_bytes}")
-    # strace's own warnings go to the file sandbox_init puts on fd 2; the traced chain gets the PTY back as stderr.
+    # strace's own warnings go to the file on fd 2; the traced chain gets its stdout back as stderr.
     restore_stderr = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
+    return [*restore_stderr, *drop, *rlimits, "--", *bwrap]
+
+
+def inner_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
+    """What sandbox_init runs in P1 once the overlays are mounted: unshare (P2) -> strace -> setpriv -> prlimit ->
+    bwrap -> bash. `traced=False` drops strace (the benchmark's baseline); nothing else changes."""
     tracer = [*strace_argv(str(layout.trace_log)), "--"] if traced else []
-    return [*tracer, *restore_stderr, *drop, *rlimits, "--", *bwrap_argv(layout)]
+    agent_pid_namespace = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+    return [*agent_pid_namespace, *tracer, *_dropped(layout, limits, bwrap_argv(layout))]
+
+
+def verifier_argv(layout: SandboxLayout, limits: SandboxLimits, p1_init: int, net_fd: int, trace_log: Path,
+                  env: dict[str, str], script: str) -> list[str]:
+    """The judge's own process tree: into the episode's M1 and P1 (from the host pid of P1's init) and the agent's
+    network namespace (an fd the harness holds open: /proc/self/fd/N of nsenter), traced into its own log."""
+    enter = ["nsenter", f"--mount=/proc/{p1_init}/ns/mnt", f"--pid=/proc/{p1_init}/ns/pid",
+             f"--net=/proc/self/fd/{net_fd}", "--"]
+    return [*enter, *strace_argv(str(trace_log)), "--",
+            *_dropped(layout, limits, verifier_bwrap_argv(layout, env, script))]
 
 
 def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
-    spec = json.dumps({"layout": {"root": str(layout.root), "uid": layout.uid, "system_root": str(layout.system_root),
-                                  "cow_dirs": list(layout.cow_dirs), "stderr": str(layout.root / "strace.err")},
+    spec = json.dumps({"layout": {"root": str(layout.root), "fs": str(layout.fs), "uid": layout.uid,
+                                  "system_root": str(layout.system_root), "cow_dirs": list(layout.cow_dirs),
+                                  "stderr": str(layout.root / "strace.err")},
                        "argv": inner_argv(layout, limits, traced)})
     return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
             "--", sys.executable, "-m", "depgpo.env.sandbox_init", spec]
@@ -300,4 +417,48 @@ def reap_uid(uid: int, wait_s: float = 5.0) -> int:
 
 def remove_layout(layout: SandboxLayout) -> None:
     """Delete an episode's host directories (the overlays are gone with its mount namespace)."""
-    shutil.rmtree(layout.root, ignore_errors=True)
+    remove_episode_dir(layout.root)
+
+
+def remove_episode_dir(root: Path) -> None:
+    """Unmount the episode's disk-limit tmpfs (if any), then delete its directory tree, however deep."""
+    fs = root / "fs"
+    if os.path.ismount(fs):
+        subprocess.run(["umount", "--lazy", str(fs)], capture_output=True)
+    # rm copes with any depth and any bytes in names (shutil.rmtree recurses, and a 1,200-deep chain overflows it)
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(root)], capture_output=True)
+
+
+LIVE_LOCK = ".harness.lock"  # held (flock) by the harness process that owns an episode directory
+
+
+def sweep_leftovers(work_root: Path) -> int:
+    """Remove episode directories and cgroups left by harnesses that were killed (kill -9, OOM, node loss): those
+    whose lock no live process holds. Returns how many directories were removed."""
+    removed = 0
+    for entry in os.scandir(work_root):
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        lock = Path(entry.path) / LIVE_LOCK
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # not an episode directory of this version, or still being created
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # its harness is alive
+        finally:
+            os.close(fd)
+        remove_episode_dir(Path(entry.path))
+        removed += 1
+    for controller in ("memory", "pids"):
+        base = Path("/sys/fs/cgroup") / controller / "depgpo"
+        if base.is_dir():
+            for d in base.iterdir():
+                if d.is_dir() and not (work_root / d.name).exists():
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        pass  # still has processes
+    return removed

@@ -1,6 +1,8 @@
-"""Pid 1 of an episode's namespaces: mount the copy-on-write system directories, then exec strace.
+"""Pid 1 of an episode's namespaces M1/P1: mount the copy-on-write system directories, then start the agent.
 
-Runs as host root inside `unshare --mount --pid --fork --mount-proc`, so the mounts are private to the episode.
+Runs as host root inside `unshare --mount --pid --fork --mount-proc`, so the mounts are private to the episode. It
+stays in M1 and P1 (the agent's chain moves on into P2) so that the verifier can later `nsenter` this process's
+namespaces: M1 holds the overlays and P1's /proc, from which the agent's processes are visible but not the reverse.
 Kept import-light: it runs once per episode on the critical path.
 """
 
@@ -13,18 +15,28 @@ from depgpo.env.idmap import idmapped_bind
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    root, uid, system = spec["layout"]["root"], spec["layout"]["uid"], spec["layout"]["system_root"].rstrip("/")
-    for name in spec["layout"]["cow_dirs"]:
-        lower, upper, work, merged = (f"{root}/{part}/{name}" for part in ("lower", "upper", "work", "merged"))
+    layout = spec["layout"]
+    root, fs, uid, system = layout["root"], layout["fs"], layout["uid"], layout["system_root"].rstrip("/")
+    for name in layout["cow_dirs"]:
+        lower, merged = f"{root}/lower/{name}", f"{root}/merged/{name}"
+        upper, work = f"{fs}/upper/{name}", f"{fs}/work/{name}"
         idmapped_bind(f"{system}/{name}", lower, uid)  # the host's /usr, or an unpacked image's
         opts = f"lowerdir={lower},upperdir={upper},workdir={work}"
         rc = os.spawnvp(os.P_WAIT, "mount", ["mount", "-t", "overlay", "overlay", "-o", opts, merged])
         if rc != 0:
             sys.exit(f"depgpo sandbox: overlay mount of /{name} failed (mount exit {rc})")
     # strace's own messages ("Exit of unknown pid") must not reach the agent's terminal.
-    err = os.open(spec["layout"]["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    err = os.open(layout["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(err, 2)
-    os.execvp(spec["argv"][0], spec["argv"])
+    os.close(err)
+    child = os.fork()
+    if child == 0:
+        os.execvp(spec["argv"][0], spec["argv"])
+    # Init of P1: reap whatever is reparented here (the verifier's orphans), and end with the agent's chain.
+    while True:
+        pid, status = os.wait()
+        if pid == child:
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,15 @@
 """A persistent interactive bash on a PTY: send a command, get its output and exit code.
 
-After each command the harness types `__depgpo_mark K`; the shell prints a record-separator line
-`\\x1eDEPGPO K RC\\x1e` (completion + exit code) and leaves a boundary in the trace. A command that outlives its time
-is interrupted the way a person at a terminal would: C-c, then C-d, then the PTY's foreground job is killed.
+After each command the harness types `__depgpo_mark K NONCE` (NONCE: 64 random bits, new for every command); the
+shell prints a record-separator line `\\x1eDEPGPO K NONCE RC\\x1e` (completion + exit code) and leaves a boundary
+`/.depgpo_mark/K/RC/NONCE` in the trace. Output a command prints cannot end it early: it would have to know the
+nonce, which is typed only after the command (a command that reads its own keystrokes could learn it: then it has
+also eaten the marker, and the harness's recovery types a new one). Marker lines and nonces never reach an
+observation. A command that outlives its time is interrupted the way a person at a terminal would: C-c, then C-d,
+then the PTY's foreground job is killed.
+
+Output is handled in linear time: the marker is searched for only in new bytes, and of a huge output only a head
+and a tail are kept (the observation is cut to OBSERVATION_LIMIT anyway).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import errno
 import fcntl
 import os
 import re
+import secrets
 import select
 import signal
 import subprocess
@@ -20,8 +28,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 OBSERVATION_LIMIT = 10_000  # bytes the agent sees per command, head and tail halves, as Terminus truncates
-_MARK_RE = re.compile(rb"\x1eDEPGPO (-?\d+) (\d+)\x1e\r?\n?")
-_OWN_MARK_LINE_RE = re.compile(r"^__depgpo_mark -?\d+\n", re.MULTILINE)
+KEEP_BYTES = 1 << 20        # of one command's raw output, the first and the last KEEP_BYTES are kept
+_MARK_RE = re.compile(rb"\x1eDEPGPO (-?\d+) ([0-9a-f]{16}) (\d+)\x1e\r?\n?")
+_HEX16_RE = re.compile(r"[0-9a-f]{16}")
+_MARK_MAX = 64              # longest marker line: the overlap kept between two searches
+_OWN_MARK_LINE_RE = re.compile(r"^.*__depgpo_mark -?\d+ [0-9a-f]{16}.*\n?", re.MULTILINE)
 # Terminal control sequences (colours, cursor moves): a tmux pane capture shows the rendered text, not these.
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
 
@@ -33,16 +44,53 @@ class CommandOutput:
     timed_out: bool
     duration_s: float
     recovery: list[str]       # escalation steps taken ("C-c", "C-d", "kill")
+    omitted_bytes: int = 0    # output bytes dropped between the kept head and tail
 
 
-def truncate_observation(text: str, limit: int = OBSERVATION_LIMIT) -> str:
+def truncate_observation(text: str, limit: int = OBSERVATION_LIMIT, omitted: int = 0) -> str:
     data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
+    if len(data) <= limit and not omitted:
         return text
     half = limit // 2
     head = data[:half].decode("utf-8", "ignore")
-    tail = data[-half:].decode("utf-8", "ignore")
-    return f"{head}\n[... output limited to {limit} bytes; {len(data) - limit} interior bytes omitted ...]\n{tail}"
+    tail = data[-half:].decode("utf-8", "ignore") if len(data) > half else ""
+    return (f"{head}\n[... output limited to {limit} bytes; {len(data) - len(head.encode()) - len(tail.encode()) + omitted}"
+            f" interior bytes omitted ...]\n{tail}")
+
+
+class _Output:
+    """The bytes a command printed: appended in O(1) amortised, searched for the marker only where not yet
+    searched, and capped to a head and a tail of KEEP_BYTES each."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.searched = 0   # data[:searched] holds no complete marker
+        self.omitted = 0
+
+    def append(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > 3 * KEEP_BYTES:  # drop the middle, keep the unsearched end
+            cut_end = len(self.data) - KEEP_BYTES
+            cut_end = min(cut_end, max(self.searched - _MARK_MAX, KEEP_BYTES))
+            if cut_end > KEEP_BYTES:
+                self.omitted += cut_end - KEEP_BYTES
+                del self.data[KEEP_BYTES:cut_end]
+                self.searched -= cut_end - KEEP_BYTES
+
+    def find(self, mark: int, nonce: str) -> re.Match | None:
+        start = max(0, self.searched - _MARK_MAX)
+        for m in _MARK_RE.finditer(self.data, start):
+            if int(m.group(1)) == mark and m.group(2).decode() == nonce:
+                return m
+        self.searched = len(self.data)
+        return None
+
+    def take(self, end: int | None = None, rest_from: int | None = None) -> tuple[bytes, int]:
+        """(bytes before `end`, omitted count); what follows `rest_from` stays for the next command."""
+        out, omitted = bytes(self.data[:end]), self.omitted
+        rest = self.data[rest_from:] if rest_from is not None else bytearray()
+        self.data, self.searched, self.omitted = bytearray(rest), 0, 0
+        return out, omitted
 
 
 class ShellSession:
@@ -65,10 +113,12 @@ class ShellSession:
                                      close_fds=True)
         os.close(slave)
         os.set_blocking(self.master, False)
-        self._buffer = b""
+        self._out = _Output()
         # Mark K ends command K; the first mark (first_command - 1) ends the shell's own start-up. A restarted shell
         # continues the numbering of the one it replaces.
         self.next_mark = first_command - 1
+        self.valid_nonces: set[str] = set()
+        self.valid_marks: set[str] = set()  # "K/NONCE" of every marker typed: the trace parser accepts only these
         start = self.run_marked("", timeout_s=startup_timeout_s)
         if start.exit_code is None:
             self.close()
@@ -89,7 +139,7 @@ class ShellSession:
             raise
         if not chunk:
             return False
-        self._buffer += chunk
+        self._out.append(chunk)
         return True
 
     def _write(self, data: str) -> None:
@@ -101,43 +151,48 @@ class ShellSession:
             except BlockingIOError:
                 select.select([], [self.master], [], 1.0)
 
-    def _wait_for_mark(self, mark: int, deadline: float) -> tuple[bytes, int] | None:
+    def _wait_for_mark(self, mark: int, nonce: str, deadline: float) -> tuple[bytes, int, int] | None:
+        """(output before the marker, its exit code, omitted bytes), or None at the deadline / when the shell died."""
         while True:
-            m = _MARK_RE.search(self._buffer)
-            while m and int(m.group(1)) != mark:  # a stale mark from an earlier recovery attempt
-                self._buffer = self._buffer[:m.start()] + self._buffer[m.end():]
-                m = _MARK_RE.search(self._buffer)
+            m = self._out.find(mark, nonce)
             if m:
-                out, self._buffer = self._buffer[:m.start()], self._buffer[m.end():]
-                return out, int(m.group(2))
+                rc = int(m.group(3))
+                out, omitted = self._out.take(m.start(), m.end())
+                return out, rc, omitted
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self.alive():
                 return None
             if not self._read_available(min(remaining, 0.5)):
-                if not self.alive() or not _MARK_RE.search(self._buffer):
+                if not self.alive():
                     return None
+                self._out.find(mark, nonce)
+                return None
 
     def run_marked(self, keystrokes: str, timeout_s: float) -> CommandOutput:
         """Type `keystrokes` (a newline is added if missing), then the marker; wait for it or recover."""
         mark, self.next_mark = self.next_mark, self.next_mark + 1
+        nonce = self._new_nonce(mark)
         start = time.monotonic()
         if keystrokes and not keystrokes.endswith("\n"):
             keystrokes += "\n"
-        self._write(keystrokes + f"__depgpo_mark {mark}\n")
-        got = self._wait_for_mark(mark, start + timeout_s)
+        self._write(keystrokes + _mark_line(mark, nonce))
+        got = self._wait_for_mark(mark, nonce, start + timeout_s)
         recovery: list[str] = []
         if got is None:
             got = self._recover(mark, recovery)
-        output = got[0] if got else self._buffer
         if got is None:
-            self._buffer = b""
+            output, omitted = self._out.take()
+        else:
+            output, omitted = got[0], got[2]
         text = output.decode("utf-8", "replace").replace("\r\n", "\n")
-        text = _OWN_MARK_LINE_RE.sub("", _ANSI_RE.sub("", text).replace("\r", ""))  # marker lines echoed back by a command that read stdin
+        text = _ANSI_RE.sub("", text).replace("\r", "")
+        text = _OWN_MARK_LINE_RE.sub("", text)  # marker lines echoed back by a command that read its stdin
+        text = _HEX16_RE.sub(lambda m: "" if m[0] in self.valid_nonces else m[0], text)  # a nonce printed elsewhere
         return CommandOutput(output=text, exit_code=got[1] if got and not recovery else None, timed_out=bool(recovery),
-                             duration_s=time.monotonic() - start, recovery=recovery)
+                             duration_s=time.monotonic() - start, recovery=recovery, omitted_bytes=omitted)
 
-    def _recover(self, mark: int, steps: list[str]) -> tuple[bytes, int] | None:
-        """C-c, then C-d, then SIGKILL of the foreground process group; re-send the marker after each."""
+    def _recover(self, mark: int, steps: list[str]) -> tuple[bytes, int, int] | None:
+        """C-c, then C-d, then SIGKILL of the foreground process group; type a new marker after each."""
         for step in ("C-c", "C-d", "kill"):
             if not self.alive():
                 return None
@@ -149,12 +204,19 @@ class ShellSession:
             else:
                 self._kill_foreground()
             time.sleep(0.2)
-            # The marker line may have been eaten (by `cat`, an unterminated heredoc, a REPL): type it again.
-            self._write(f"\n__depgpo_mark {mark}\n")
-            got = self._wait_for_mark(mark, time.monotonic() + 2.0)
+            # The marker line may have been eaten (by `cat`, an unterminated heredoc, a REPL): type a new one.
+            nonce = self._new_nonce(mark)
+            self._write("\n" + _mark_line(mark, nonce))
+            got = self._wait_for_mark(mark, nonce, time.monotonic() + 2.0)
             if got is not None:
                 return got
         return None
+
+    def _new_nonce(self, mark: int) -> str:
+        nonce = secrets.token_hex(8)
+        self.valid_nonces.add(nonce)
+        self.valid_marks.add(f"{mark}/{nonce}")
+        return nonce
 
     def _kill_foreground(self) -> None:
         try:
@@ -167,6 +229,17 @@ class ShellSession:
                 os.killpg(pgrp, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+    def shell_pid(self) -> int | None:
+        """Host pid of the interactive bash inside the sandbox (None once it is gone)."""
+        for pid in _descendants(self.proc.pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if fh.read().startswith(b"bash\x00--rcfile\x00/.depgpo/bashrc"):
+                        return pid
+            except OSError:
+                continue
+        return None
 
     def _shell_pgrp(self) -> int | None:
         """The interactive bash's own process group (host pid namespace): never kill that one."""
@@ -191,6 +264,11 @@ class ShellSession:
             os.close(self.master)
         except OSError:
             pass
+
+
+def _mark_line(mark: int, nonce: str) -> str:
+    # `: _` afterwards: bash's $_ would otherwise hold the nonce for the next command to read.
+    return f"__depgpo_mark {mark} {nonce}; : _\n"
 
 
 def _descendants(pid: int) -> list[int]:

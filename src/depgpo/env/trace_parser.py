@@ -101,8 +101,11 @@ class TraceParser:
     """
 
     def __init__(self, keep_path: Callable[[str], bool] = lambda p: True, shell_pid: int | None = None,
-                 untracked_prefixes: tuple[str, ...] = SYSTEM_PREFIXES):
+                 untracked_prefixes: tuple[str, ...] = SYSTEM_PREFIXES, valid_marks: set[str] | None = None):
         self._keep_path = keep_path
+        # "K/NONCE" of the markers the harness typed (ShellSession.valid_marks, shared, growing): a mark whose path
+        # lacks a valid nonce is a plain file call, so a command cannot cut the trace. None: any mark counts.
+        self._valid_marks = valid_marks
         for prefix in untracked_prefixes:
             for needed in (MARK_DIR + "/0/0", "/proc/1/cmdline"):
                 if needed.startswith(prefix):
@@ -139,6 +142,11 @@ class TraceParser:
         """Everything fed from now on happened while the verifier ran; later marks no longer change the segment."""
         self._current = VERIFIER
         self._in_verifier = True
+
+    def adopt_process(self, pid: int, name: str, owner: Segment) -> None:
+        """A live process of another trace (an agent's, for the verifier's own trace, under the pid this trace's
+        tracer sees): this trace's probes and kills of `pid` are recorded against it."""
+        self._procs[pid] = _Process(pid, owner, name, None, None, False)
 
     def last_mark(self) -> int | None:
         return self._last_mark
@@ -209,6 +217,8 @@ class TraceParser:
         name = rest[:paren]
         if name in _FILE_CALLS:
             mark = _MARK_RE.search(rest) if _MARK_NEEDLE in rest else None
+            if mark is not None and self._valid_marks is not None and f"{mark[1]}/{mark[2]}" not in self._valid_marks:
+                mark = None
             if mark is not None:  # a command may name the mark directory itself: then it is a plain file call
                 self._mark(proc, int(mark[1]))
                 return
@@ -651,7 +661,7 @@ def _unescape(text: str) -> str:
 
 _UNFINISHED = " <unfinished ...>"
 _MARK_NEEDLE = '"' + MARK_DIR + "/"
-_MARK_RE = re.compile(re.escape(_MARK_NEEDLE) + r"(-?\d+)/")
+_MARK_RE = re.compile(re.escape(_MARK_NEEDLE) + r"(-?\d+)/\d+(?:/([0-9a-f]{16}))?")
 _LOOKUP_ERRORS = ("-1 ENOENT", "-1 ENOTDIR")
 _ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{2})|(.))")
 _C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "v": "\v", "f": "\f"}

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +34,7 @@ def inspection_set(verifier_effects, agent_written: set[str], agent_processes: d
     verifier's own files and the directories every process walks through (`/`, the workdir itself).
     """
     detail: dict[str, str] = {}
-    walked_through = {"/", workdir.rstrip("/") or "/"}
+    walked_through = {"/", workdir.rstrip("/") or "/", *map(str, Path(workdir).parents)}  # /srv of /srv/app
     agent_dirs = tuple(dict.fromkeys([workdir.rstrip("/"), *AGENT_HOME_DIRS]))
 
     def add(record: str, how: str) -> None:
@@ -70,6 +72,23 @@ def static_inspection_set(verifier_files: list[Path]) -> list[dict]:
     return [{"record": r, "how": "static"} for r in extract_verifier_records(sources)]
 
 
+REWARD_FILE_MAX_BYTES = 1 << 20
+
+
+def read_verifier_file(logs_dir: Path, name: str) -> str | None:
+    """/logs/verifier/NAME as the verifier left it: a regular file's text (at most REWARD_FILE_MAX_BYTES), else
+    None. Never follows a symlink and never blocks (a FIFO, a directory or a device there is not a reward)."""
+    path = logs_dir / "verifier" / name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read(REWARD_FILE_MAX_BYTES).decode("utf-8", "replace")
+
+
 @dataclass
 class Reward:
     value: float
@@ -98,8 +117,10 @@ def pytest_outcomes(output: str, junit_xml: str | None = None) -> dict[str, bool
 
 
 def compute_reward(reward_json: str | None, reward_txt: str | None, output: str, exit_code: int | None,
-                   weights: dict[str, float] | None, junit_xml: str | None = None) -> Reward:
-    """Reward in [0, 1]: reward.json, else reward.txt, else TB1 weights over test outcomes, else pytest/exit code."""
+                   weights: dict[str, float] | None, junit_xml: str | None = None,
+                   require_reward_file: bool = False) -> Reward:
+    """Reward in [0, 1]: reward.json, else reward.txt (Harbor's order), else TB1 weights over test outcomes, else
+    pytest/exit code. With `require_reward_file` (Harbor tasks) neither file means 0 and an error, as in Harbor."""
     tests = pytest_outcomes(output, junit_xml)
     if reward_json is not None:
         try:
@@ -114,6 +135,8 @@ def compute_reward(reward_json: str | None, reward_txt: str | None, output: str,
             return Reward(_clamp(float(reward_txt.strip())), "reward.txt", tests)
         except ValueError:
             return Reward(0.0, "error", tests, f"/logs/verifier/reward.txt is not a number: {reward_txt[:80]!r}")
+    if require_reward_file:
+        return Reward(0.0, "error", tests, "the verifier wrote neither /logs/verifier/reward.json nor reward.txt")
     if weights:
         if not tests:
             return Reward(0.0, "error", tests, "weights.json given but no per-test outcomes were reported")
@@ -127,6 +150,6 @@ def compute_reward(reward_json: str | None, reward_txt: str | None, output: str,
 
 
 def _clamp(value: float) -> float:
-    if math.isnan(value):
-        return 0.0
+    if not math.isfinite(value):  # Harbor refuses NaN and infinities too
+        raise ValueError(f"{value} is not a finite number")
     return min(1.0, max(0.0, value))

@@ -38,14 +38,15 @@ def build_report(results: Path, out: Path, setting: str | None = None) -> dict[s
     builders = {"table1": tables.table1, "table2": tables.table2, "table6": tables.table6, "table9": tables.table9,
                 "table10": tables.table10, "table11": tables.table11, "fig1a": figures.fig1a,
                 "fig1b": figures.fig1b, "fig1d": figures.fig1d, "fig5": figures.fig5, "fig6": figures.fig6}
-    out.mkdir(parents=True, exist_ok=True)
     report: dict[str, list] = {"produced": [], "missing": []}
-    for name, build in builders.items():
+    outputs = {}
+    for name, build in builders.items():  # all of them before writing any: a malformed input (BadInput) writes nothing
         try:
-            output = build(tree, focal)
+            outputs[name] = build(tree, focal)
         except MissingInput as missing:
             report["missing"].append((name, str(missing)))
-            continue
+    out.mkdir(parents=True, exist_ok=True)
+    for name, output in outputs.items():
         report["produced"].append((name, output.write(out, name), output.notes))
     (out / "index.md").write_text(index_markdown(report, results, focal.label, out))
     return report

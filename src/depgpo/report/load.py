@@ -2,12 +2,15 @@
 
 Settings (`{model}/{data}`) and runs are discovered by globbing, so the report works on whatever subset of the
 pipeline has been run; what a table or figure needs but cannot find is raised as `MissingInput`, whose message
-names the file and the stage that writes it.
+names the file and the stage that writes it. An input that is there but malformed (not JSON, a trajectory with an
+unknown `schema_version` or a non-numeric reward) is raised as `BadInput`, whose one-line message names the file,
+the line or entry, the field and the fix.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
@@ -28,6 +31,10 @@ STAGE_DIRS = ("sft", "filter", "rl", "eval")
 # The state a turn acted on after a turn that ran no command (an unparseable reply): one shared placeholder, as
 # the agent loop shows every such turn the same message, so anchors compare equal exactly when the loop's do.
 NO_COMMAND_OBSERVATION = "<no command in the previous turn>"
+
+
+class BadInput(ValueError):
+    """An input file is there but cannot be used as it is."""
 
 
 class MissingInput(Exception):
@@ -54,8 +61,34 @@ class Setting:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    with open(path) as lines:
-        return [json.loads(line) for line in lines if line.strip()]
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise BadInput(f"{path} line {number}: not JSON ({error}); expected one JSON object per line")
+    return rows
+
+
+def read_trajectories(path: Path) -> list[dict]:
+    """The logged rollouts of one update file (trajectory.json records, one a line), their headers checked."""
+    from depgpo.credit.records import TrajectoryError, check_header
+
+    trajectories = read_jsonl(path)
+    for number, trajectory in enumerate(trajectories, start=1):
+        if not isinstance(trajectory, dict):
+            raise BadInput(f"{path} line {number}: expected a trajectory object, got {type(trajectory).__name__}")
+        try:
+            check_header(trajectory)
+        except TrajectoryError as error:
+            raise BadInput(f"{path} line {number}: {error}") from error
+    return trajectories
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def seed_of(seed_dir: Path) -> int:
@@ -157,7 +190,7 @@ class ResultsTree:
         rows, reconstructed = [], False
         for path in self.trajectory_files(setting, run):
             groups: dict[str, list[list[str]]] = defaultdict(list)
-            for trajectory in read_jsonl(path):
+            for trajectory in read_trajectories(path):
                 anchors = trajectory.get("anchor_keys")
                 if anchors is None:
                     anchors, reconstructed = turn_anchors(trajectory), True
@@ -183,8 +216,18 @@ class ResultsTree:
         path = self.root / setting.path / "sft" / "reference_credit.json"
         if not path.is_file():
             raise MissingInput(f"{setting.path}/sft/reference_credit.json", "reference")
-        return pd.DataFrame(json.loads(path.read_text())["trajectories"],
-                            columns=["task", "commands", "connected_fraction", "reward"])
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8"))["trajectories"]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as error:
+            raise BadInput(f"{path}: not a reference credit file ({type(error).__name__}: {error}); expected "
+                           f"{{\"trajectories\": [...]}} as `depgpo sft-data --reference` writes it") from error
+        for position, row in enumerate(rows):
+            for key in ("commands", "connected_fraction", "reward"):
+                value = row.get(key) if isinstance(row, dict) else None
+                if not _is_number(value):
+                    raise BadInput(f"{path}: trajectories[{position}].{key}: expected a number, got {value!r}; "
+                                   "rewrite the file with `depgpo sft-data --reference`")
+        return pd.DataFrame(rows, columns=["task", "commands", "connected_fraction", "reward"])
 
 
 def turn_anchors(trajectory: dict) -> list[str]:

@@ -240,6 +240,10 @@ TRACE_STATISTICS = {
 FALLBACK_LABEL = "Trajectories using the unit-factor fallback"
 
 
+ENVIRONMENT_ROWS = {"env/tampered_frac": "Episodes whose verifier ran agent-planted code (docs/threat-model.md)",
+                    "env/harness_failed_frac": "Episodes ended by a harness failure (reward 0)"}
+
+
 def table11(tree: ResultsTree, focal: Setting) -> Table:
     """Trace statistics of the DepGPO run, from its `credit/` metrics pooled over updates and seeds."""
     metrics = tree.run_metrics(focal, "depgpo")
@@ -261,6 +265,9 @@ def table11(tree: ResultsTree, focal: Setting) -> Table:
     # A "key=value" rate is absent from an update where no trajectory had that value: there it is 0.
     rows += [(CREDIT + key, CREDIT + key, credit[CREDIT + key].fillna(0).mean() if "=" in key
               else credit[CREDIT + key].mean(), False) for key in sorted(keys - used)]
+    for key, label in ENVIRONMENT_ROWS.items():  # the environment's own health, same pooling
+        if key in metrics.columns and metrics[key].notna().any():
+            rows.append((label, key, 100 * metrics[key].dropna().mean(), True))
     cells = pd.DataFrame({"Value": [f"{v:.1f}%" if percent else f"{v:.3g}" for _, _, v, percent in rows]},
                          index=pd.Index([label for label, *_ in rows], name="Statistic"))
     numbers = pd.DataFrame([{"statistic": label, "source": key, "value": v, "percent": percent}

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from depgpo.tasks.task import TaskFormatError
+from depgpo.tasks.task import ISOLATED_PYTEST, TaskFormatError
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,14 @@ JUNK_SUFFIXES = (".tmp", ".lock", ".bak", ".old")
 KEEP_FILES = ("keep.txt", "main.txt", "config.txt", "index.txt")
 UNRELATED_FILES = ("README.txt", "notes.md", "todo.txt", "CHANGELOG.md")
 
-# Harbor's standard test.sh without its downloads: pytest from the sandbox, reward.txt 1 if all tests pass.
-TEST_SH = textwrap.dedent("""\
+# Harbor's standard test.sh without its downloads: pytest from the sandbox, reward.txt 1 if all tests pass; run so
+# that nothing in /app or / can change the runner (task.ISOLATED_PYTEST).
+TEST_SH = textwrap.dedent(f"""\
     #!/bin/bash
     # Offline variant of Harbor's standard test.sh: pytest from the sandbox, reward.txt 1 if all tests pass.
     mkdir -p /logs/verifier
     cd /app
-    PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rA /tests/test_outputs.py
+    {ISOLATED_PYTEST} -rA /tests/test_outputs.py
     if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
     """)
 

@@ -21,6 +21,12 @@ from depgpo.tasks.dockerfile import (DockerfileError, DockerfilePlan, network_fe
                                      package_install_commands, parse_dockerfile, resolve_copies)
 
 VERIFIER_LOGS = "/logs/verifier"
+# How this project runs pytest where it chooses the runner (the offline fallback, the generated tasks' test.sh):
+# files in the workdir or / cannot change it: no cwd on sys.path (PYTHONSAFEPATH), no user site-packages, no
+# plugin auto-loading, rootdir and conftest lookup confined to /tests, no ini file but /dev/null. (Variables, not
+# flags, so that an image's older Python ignores what it does not know.)
+ISOLATED_PYTEST = ("PYTHONSAFEPATH=1 PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
+                   "python3 -m pytest -p no:cacheprovider --rootdir=/tests --confcutdir=/tests -c /dev/null")
 _TESTS_REFERENCE = re.compile(r"(?<![\w./-])(?:\$\{?TEST_DIR\}?|/tests)/([\w./-]+)")
 
 
@@ -98,8 +104,8 @@ def offline_test_command(task: Task, workdir: str | None = None) -> str:
                          f"test_*.py file to run offline instead")
     # No pytest cache or bytecode: /tests is read-only, and files pytest wrote under the workdir would show up as
     # writes in the verifier's trace.
-    run_pytest = (f"cd {shlex.quote(workdir or task.workdir)} && PYTHONDONTWRITEBYTECODE=1 python3 -m pytest "
-                  f"-p no:cacheprovider -rA --junitxml={VERIFIER_LOGS}/junit.xml {' '.join(test_files)}")
+    run_pytest = (f"cd {shlex.quote(workdir or task.workdir)} && {ISOLATED_PYTEST} "
+                  f"-rA --junitxml={VERIFIER_LOGS}/junit.xml {' '.join(test_files)}")
     if task.test_weights is not None:
         return f"mkdir -p {VERIFIER_LOGS}; {run_pytest}"
     return (f"mkdir -p {VERIFIER_LOGS}; {run_pytest}; status=$?; "

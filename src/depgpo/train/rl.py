@@ -3,8 +3,9 @@ verl.
 
 One update = `tasks_per_update` tasks x K rollouts of the current policy in the traced sandbox -> rewards ->
 (DepGPO: dependency credit -> step factors) -> per-token advantages (depgpo.algos) -> verl's policy loss ->
-`ppo_epochs` AdamW steps on the batch. Checkpoints are written atomically every `checkpoint_every` updates; a killed
-run resumes from the last one, and a finished run (done.json) does nothing when rerun.
+`ppo_epochs` AdamW steps on the batch. Checkpoints are written atomically every `checkpoint_every` updates
+(depgpo.train.checkpoint); a run killed at any moment, a checkpoint save included, resumes from the last complete one,
+and a finished run (done.json) does nothing when rerun.
 """
 
 from __future__ import annotations
@@ -24,13 +25,18 @@ from omegaconf import DictConfig, OmegaConf
 from depgpo.agent.loop import AgentConfig, Rollout, iter_rollouts
 from depgpo.algos.dapo import is_informative, overlong_penalty
 from depgpo.algos.losses import actor_loss, build_actor_config
-from depgpo.algos.metrics import gradient_norm, token_entropy, update_metrics
+from depgpo.algos.metrics import episode_health, gradient_norm, token_entropy, update_metrics
 from depgpo.credit import CreditConfig, credit_with_fallback
 from depgpo.env.episode import EpisodeConfig
+from depgpo.env.sandbox import SandboxLimits
 from depgpo.policy.generate import Policy, response_logits, logprobs_from_logits
 from depgpo.policy.device import resolve_device
 from depgpo.policy.model import load_policy, save_policy
 from depgpo.tasks import Task
+from depgpo.train.checkpoint import recover, replace_dir, staging_dir, write_atomically
+
+TRAINER_STATE = "trainer_state.pt"  # optimizer and position, written last: a checkpoint that has it is complete
+RUN_OUTPUTS = ("metrics.jsonl", "tb", "trajectories")  # what a run writes besides its checkpoint and done.json
 
 
 @dataclass
@@ -41,8 +47,9 @@ class Group:
 
 def agent_config(cfg: DictConfig) -> AgentConfig:
     environment = cfg.agent.environment
+    limits = SandboxLimits(disk_bytes=environment.disk_bytes, disk_inodes=environment.disk_inodes)
     episode = EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s, backend=environment.backend,
-                            runtime=environment.runtime)
+                            runtime=environment.runtime, tampering=environment.tampering, limits=limits)
     if environment.cache_dir:
         episode.image_cache = Path(environment.cache_dir)
     return AgentConfig(max_turns=cfg.agent.max_turns, max_context_tokens=cfg.agent.max_context_tokens,
@@ -64,12 +71,25 @@ def training_subset(tasks: list[Task], max_tasks: int, seed: int) -> list[Task]:
     return [tasks[i] for i in sorted(chosen)]
 
 
+def _complete(checkpoint: Path) -> bool:
+    return (checkpoint / TRAINER_STATE).is_file()
+
+
+def _update_of(line: str) -> float:
+    """The update of a metrics line; a line cut short by a kill counts as after every checkpoint (dropped)."""
+    try:
+        return json.loads(line)["update"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return float("inf")
+
+
 class RLTrainer:
     def __init__(self, cfg: DictConfig, policy_dir: Path, train_tasks: list[Task], out_dir: Path):
         self.cfg, self.out_dir = cfg, Path(out_dir)
         self.tasks = training_subset(train_tasks, cfg.rl.train_max_tasks, cfg.seed)
         self.checkpoint_dir = self.out_dir / "checkpoint"
-        resume = (self.checkpoint_dir / "trainer_state.pt").is_file()
+        recover(self.checkpoint_dir, _complete)  # a kill during a checkpoint save left checkpoint.tmp / .old
+        resume = _complete(self.checkpoint_dir)
         self.device = resolve_device(cfg.device)
         self.model, self.tokenizer = load_policy(self.checkpoint_dir if resume else policy_dir)
         self.model.to(self.device)  # before the optimizer: its state (loaded below) follows the parameters' device
@@ -78,13 +98,18 @@ class RLTrainer:
         self.tasks_drawn = 0  # position in the stream of shuffled epochs over the training tasks
         if resume:
             # saved on any device; load_state_dict then moves the state onto the parameters' device
-            state = torch.load(self.checkpoint_dir / "trainer_state.pt", weights_only=False, map_location="cpu")
+            state = torch.load(self.checkpoint_dir / TRAINER_STATE, weights_only=False, map_location="cpu")
             self.optimizer.load_state_dict(state["optimizer"])
             self.start_update = state["next_update"]
             self.tasks_drawn = state.get("tasks_drawn", 0)
             self._drop_metrics_after(self.start_update)
-        elif self.out_dir.exists():  # a run killed before its first checkpoint: start clean
-            shutil.rmtree(self.out_dir)
+        else:  # a run killed before its first checkpoint: start clean, removing only what the run itself wrote
+            for name in RUN_OUTPUTS:
+                path = self.out_dir / name
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.exists():
+                    path.unlink()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.actor_config = build_actor_config(cfg.actor, rollout_n=cfg.rl.k)
         self.reference = None  # the SFT policy, never updated: the KL loss's anchor (verl's reference policy)
@@ -98,8 +123,8 @@ class RLTrainer:
         """A run killed between an update's metrics line and its checkpoint redoes that update: keep one line."""
         path = self.out_dir / "metrics.jsonl"
         if path.is_file():
-            kept = [line for line in path.read_text().splitlines() if json.loads(line)["update"] < next_update]
-            path.write_text("".join(line + "\n" for line in kept))
+            kept = [line for line in path.read_text().splitlines() if _update_of(line) < next_update]
+            write_atomically(path, lambda partial: partial.write_text("".join(line + "\n" for line in kept)))
 
     # ------------------------------------------------------------------ rollouts
     def _rollout_groups(self, draws: list[tuple[Task, int]], update: int) -> list[Group]:
@@ -222,23 +247,19 @@ class RLTrainer:
         metrics = update_metrics(rewards=info["rewards"], group_ids=info["group_ids"], entropy=masked_entropy,
                                  grad_norm=mean.pop("grad_norm"), step_factors=info.get("step_factors"),
                                  credit_diagnostics=info.get("credit_diagnostics"))
-        metrics.update({"time/credit_s": credit_s, **mean})
+        metrics.update({"time/credit_s": credit_s, **mean, **episode_health([r.trajectory for r in rollouts])})
         return metrics
 
     # ------------------------------------------------------------------ the run
     def save_checkpoint(self, next_update: int) -> None:
-        """Model + optimizer + position, written beside the old checkpoint and swapped in with one rename."""
-        staging = self.out_dir / "checkpoint.tmp"
+        """Model + optimizer + position, written beside the old checkpoint (trainer_state.pt last) and swapped in;
+        the old one stays until the new one is in place (depgpo.train.checkpoint)."""
+        staging = staging_dir(self.checkpoint_dir)
         shutil.rmtree(staging, ignore_errors=True)
         save_policy(self.model, self.tokenizer, staging)
-        torch.save({"optimizer": self.optimizer.state_dict(), "next_update": next_update,
-                    "tasks_drawn": self.tasks_drawn},
-                   staging / "trainer_state.pt")
-        old = self.out_dir / "checkpoint.old"
-        if self.checkpoint_dir.exists():
-            self.checkpoint_dir.rename(old)
-        staging.rename(self.checkpoint_dir)
-        shutil.rmtree(old, ignore_errors=True)
+        state = {"optimizer": self.optimizer.state_dict(), "next_update": next_update, "tasks_drawn": self.tasks_drawn}
+        write_atomically(staging / TRAINER_STATE, lambda partial: torch.save(state, partial))
+        replace_dir(staging, self.checkpoint_dir)
 
     def run(self, progress: bool = True) -> None:
         if (self.out_dir / "done.json").is_file():

@@ -10,6 +10,7 @@ its context during RL, so the assistant tokens trained on here are the tokens th
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from depgpo.policy.chat import conversation_segments, messages_to_turns
 from depgpo.policy.generate import tokenize
 from depgpo.policy.device import resolve_device
 from depgpo.policy.model import build_tiny_qwen3, load_smollm2, save_policy, train_tokenizer
+from depgpo.train.checkpoint import replace_dir, staging_dir
 from depgpo.train.sft_import import read_conversations
 
 IGNORE_INDEX = -100  # label of tokens without loss (prompt, template, observations, padding)
@@ -33,7 +35,6 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfi
     `cfg` is the composed config (depgpo.config.compose): `model`, `sft`, `seed`, and `agent.observation_chars`,
     which must be the value the RL agent loop uses, so that SFT and RL see the same observation truncation."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     model_cfg = cfg.model
     train_cfg = {**OmegaConf.to_container(cfg.sft, resolve=True), "seed": cfg.seed}
     segmented = [conversation_segments(*messages_to_turns(conversation), cfg.agent.observation_chars)
@@ -48,9 +49,14 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfi
     examples = cut_to_length([encode_segments(tokenizer, segments) for segments in segmented],
                              train_cfg["max_seq_len"], str(conversations_jsonl))
 
+    out_dir.mkdir(parents=True, exist_ok=True)  # only once the data has been read: bad input writes nothing
     _train(model.to(resolve_device(cfg.device)), examples, train_cfg, out_dir / "metrics.jsonl")
-    save_policy(model.cpu(), tokenizer, out_dir / "checkpoint")
-    return out_dir / "checkpoint"
+    checkpoint = out_dir / "checkpoint"
+    staging = staging_dir(checkpoint)
+    shutil.rmtree(staging, ignore_errors=True)
+    save_policy(model.cpu(), tokenizer, staging)
+    replace_dir(staging, checkpoint)  # a kill while saving leaves the previous checkpoint, never half of one
+    return checkpoint
 
 
 def build_tiny_policy(model_cfg: Mapping, segmented: list[list[tuple[str, bool]]]):

@@ -30,14 +30,18 @@ def read_conversations(path: Path) -> list[dict]:
         rows = [_plain(row) for row in pd.read_parquet(path).to_dict(orient="records")]
     else:
         rows = []
-        with open(path) as lines:
-            for number, line in enumerate(lines, start=1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        raise ConversationError(f"{path}:{number}: not JSON ({e.msg}); write one conversation "
-                                                "object per line") from None
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ConversationError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); write the conversations "
+                                    "as UTF-8 JSONL, one conversation object per line") from None
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ConversationError(f"{path}:{number}: not JSON ({e.msg}); write one conversation "
+                                            "object per line") from None
     return [_checked(row, f"{path} row {i}") for i, row in enumerate(rows, start=1)]
 
 

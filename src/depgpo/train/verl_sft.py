@@ -163,9 +163,10 @@ def export_checkpoint(verl_dir: Path, checkpoint: Path) -> Path:
     if step is None or not any(source.glob("*.safetensors")):
         raise RuntimeError(f"{verl_dir}: verl's SFT trainer left no complete checkpoint ({tracker.name} and "
                            f"global_step_N/huggingface/*.safetensors)")
-    staging = checkpoint.with_name(checkpoint.name + ".tmp")
+    from depgpo.train.checkpoint import replace_dir, staging_dir
+
+    staging = staging_dir(checkpoint)
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging)
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    staging.rename(checkpoint)
+    replace_dir(staging, checkpoint)  # the previous export stays until this one is in place
     return checkpoint
