@@ -189,3 +189,14 @@ def test_planted_lease_and_work_directories_are_refused(tmp_path):
     with pytest.raises(RuntimeError, match="no free sandbox uid"):
         UidLease(leases)
     assert victim.read_text() == "keep me\n"
+
+
+def test_a_command_that_floods_the_tracer_ends_the_episode_not_the_host(task, tmp_path):
+    limits = SandboxLimits(trace_bytes=16 << 20)
+    out = tmp_path / "out"
+    with Episode(task, EpisodeConfig(command_timeout_s=60, limits=limits), out_dir=out) as ep:
+        with pytest.raises(HarnessFailure, match="trace"):
+            ep.run_command("python3 -c \"import os\nfor i in range(400000): os.access('/no/such/file', 0)\"")
+        verifier = ep.verify()
+    assert verifier["reward"] == 0.0 and "trace" in verifier["error"]
+    assert json.loads((out / "trajectory.json").read_text())["verifier"]["reward"] == 0.0

@@ -30,7 +30,7 @@ from depgpo.env.judge import kept_effects, merged_effects, run_verifier
 from depgpo.env.sandbox import (LIVE_LOCK, SANDBOX_PATH, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
                                 launcher_argv, owned_private_dir, reap_uid, remove_layout, sweep_leftovers, under)
 from depgpo.env.shell import ShellSession, truncate_observation
-from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering
+from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering, reward_written_by_agent_code
 from depgpo.env.trace_parser import CommandEffects, TraceParser
 from depgpo.env.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
 from depgpo.tasks import Task, offline_test_command
@@ -53,6 +53,13 @@ def keep_path(path: str, workdir: str | None = None) -> bool:
 
 class HarnessFailure(RuntimeError):
     """The harness (not the agent's command) failed; the episode has ended and its trajectory is written."""
+
+
+class TraceLimit(RuntimeError):
+    """The agent's commands flooded the tracer past SandboxLimits.trace_bytes: the episode ends, reward 0."""
+
+
+TRACE_CHUNK = 16 << 20  # bytes of strace log parsed at a time
 
 
 
@@ -243,16 +250,31 @@ class Episode:
     def _feed_trace(self) -> None:
         t0 = time.monotonic()
         try:
-            with open(self.layout.trace_log, "rb") as fh:
-                fh.seek(self._trace_offset)
-                data = fh.read()
+            fh = open(self.layout.trace_log, "rb")
         except FileNotFoundError:
             return
-        # Whole lines only: strace may be mid-line, and a half-written UTF-8 sequence must not be decoded early.
-        data = data[:data.rfind(b"\n") + 1]
-        self._trace_offset += len(data)
-        self.parser.feed(data.decode("utf-8", "replace"))
+        with fh:
+            fh.seek(self._trace_offset)
+            for chunk in iter(lambda: fh.read(TRACE_CHUNK), b""):  # bounded memory, however large the log
+                # Whole lines only: strace may be mid-line, and a half-written UTF-8 sequence must not be decoded.
+                whole = chunk[:chunk.rfind(b"\n") + 1]
+                self._trace_offset += len(whole)
+                self.parser.feed(whole.decode("utf-8", "replace"))
+                if len(whole) < len(chunk):
+                    fh.seek(self._trace_offset)
+                    if not whole:
+                        break
         self.timings["parse_s"] += time.monotonic() - t0
+        if self._trace_full():
+            raise TraceLimit(f"the episode's commands made more than {self.config.limits.trace_bytes} bytes of "
+                             "trace (SandboxLimits.trace_bytes); the episode ends here")
+
+    def _trace_full(self) -> bool:
+        try:
+            st = os.statvfs(self.layout.traces)
+        except OSError:
+            return False
+        return os.path.ismount(self.layout.traces) and st.f_bavail * st.f_frsize < 4 << 20
 
     def run_command(self, text: str, turn: int | None = None, timeout_s: float | None = None) -> dict:
         """Run one command (a keystroke batch or one bash tool call) and record its effects. Raises only
@@ -413,6 +435,9 @@ class Episode:
         self._add_E_files_to_final(E_detail)
         self._final_processes()
         tampering = find_tampering(own, self.layout, self._initial_hashes, self.system.path)
+        if run.trace.exists():
+            tampering += reward_written_by_agent_code(run.trace, run.mark, self.layout, self._initial_hashes,
+                                                      self.system.path)
         logs = lambda name: read_verifier_file(self.layout.verifier_logs, name)  # noqa: E731
         reward = compute_reward(logs("reward.json"), logs("reward.txt"), run.output, run.exit_code,
                                 self.task.test_weights, logs("junit.xml"), require_reward_file=self.task.format == "harbor")
@@ -421,7 +446,9 @@ class Episode:
             value, source = 0.0, "error"
         elif tampering and self.config.tampering == "zero":
             value, source = 0.0, "tampering"
-            error = "the verifier ran code the agent planted: " + ", ".join(t["path"] for t in tampering[:5])
+            kinds = ", ".join(sorted({t["kind"] for t in tampering}))
+            error = f"tampering ({kinds}): the verifier ran code the agent planted: " + \
+                ", ".join(t["path"] for t in tampering[:5])
         self.verifier = {
             "E": [d["record"] for d in E_detail], "E_detail": E_detail, "E_source": E_source,
             "reward": value, "reward_source": source, "tests": reward.tests, "tampering": tampering,

@@ -47,6 +47,29 @@ def _open_beneath(base: Path, relative: str) -> int:
         os.close(dir_fd)
 
 
+def lstat_beneath(base: Path, relative: str) -> tuple[os.stat_result, str | None]:
+    """(lstat, symlink target or None) of base/relative without following any symlink on the way (the agent owns every directory below
+    `base`: a planted /app/link -> /root must not make the root harness look at the host's /root). Raises
+    FileNotFoundError when absent and OSError(ELOOP) when a directory on the way is a symlink."""
+    parent, name = os.path.split(os.path.normpath(relative))
+    if not name or name == ".":
+        return os.lstat(base), None
+    how = _OpenHow(os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS)
+    dir_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = _libc.syscall(_SYS_OPENAT2, dir_fd, os.fsencode(parent or "."), ctypes.byref(how), ctypes.sizeof(how))
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), relative)
+    finally:
+        os.close(dir_fd)
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        return st, (os.readlink(name, dir_fd=fd) if stat.S_ISLNK(st.st_mode) else None)
+    finally:
+        os.close(fd)
+
+
 def read_text(layout: SandboxLayout, sandbox_path: str, limit: int = TEXT_MAX_BYTES) -> str | None:
     """A small sandbox file's text, or None if absent, a symlink anywhere on its path, or unreadable."""
     backing = layout.backing(sandbox_path)
@@ -77,17 +100,17 @@ def read_version(layout: SandboxLayout, sandbox_path: str) -> FileVersion | None
         return None
     base, rel = backing
     try:
-        st = os.lstat(base / rel) if rel != "." else os.lstat(base)
+        st, target = lstat_beneath(base, rel)
     except FileNotFoundError:
         if base.name == "upper":
             return None  # not copied up: unchanged host file, or never existed; not the agent's write
         return MISSING
     except OSError:
-        return MISSING
+        return None  # behind a symlink the agent planted (or unreadable): not looked at from the host
     if stat.S_ISDIR(st.st_mode):
         return FileVersion(True, "dir")
     if stat.S_ISLNK(st.st_mode):
-        return FileVersion(True, "symlink:" + os.readlink(base / rel))
+        return FileVersion(True, "symlink:" + target)
     if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0 and base.name == "upper":
         return MISSING  # an overlay whiteout: deleted inside the sandbox
     if not stat.S_ISREG(st.st_mode):

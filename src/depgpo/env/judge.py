@@ -31,6 +31,8 @@ class VerifierRun:
     exit_code: int | None      # None when it timed out
     error: str | None          # timed out, or could not be started: the reward is then 0
     effects: CommandEffects    # from its own trace, every path kept; agent processes under their agent pids
+    trace: Path                # its own strace log
+    mark: str                  # the trace path its script's first line looked up: where its own events begin
 
 
 def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSession, preexec, env: dict[str, str],
@@ -46,7 +48,7 @@ def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSessi
     # (opening the host-side bind sources) is not the verifier's.
     nonce = secrets.token_hex(8)
     script = f"test -e {MARK_DIR}/-1/0/{nonce}; {command}"
-    out_path, trace = layout.root / "verifier-output.log", layout.root / "verifier-trace.log"
+    out_path, trace = layout.root / "verifier-output.log", layout.traces / "verifier-trace.log"
     net_fd = os.open(f"/proc/{agent_shell}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
         argv = verifier_argv(layout, limits, p1_init, net_fd, trace, env, script)
@@ -66,7 +68,8 @@ def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSessi
         output = fh.read(output_limit).decode("utf-8", "replace")
     if exit_code not in (None, 0) and output.startswith("nsenter:"):
         error = f"the verifier could not be started: {output[:200].strip()}"
-    return VerifierRun(output, exit_code, error, _parse_trace(trace, nonce, pid_map, agent_processes))
+    return VerifierRun(output, exit_code, error, _parse_trace(trace, nonce, pid_map, agent_processes), trace,
+                       f"{MARK_DIR}/-1/0/{nonce}")
 
 
 def _namespace_pids(shell: ShellSession) -> tuple[int, int]:

@@ -65,6 +65,8 @@ class SandboxLimits:
     disk_bytes: int = 2 << 30         # all files the episode writes (workdir, /tmp, homes, upper layers): tmpfs size;
     #                                   its pages count against memory_bytes, so it stays below it (ENOSPC, not OOM)
     disk_inodes: int = 1_000_000      # and its inode count; a breach is ENOSPC inside, recorded by the episode
+    trace_bytes: int = 1 << 30        # the strace logs (agent's and verifier's) live on a tmpfs of this size: a
+    #                                   command that floods the tracer ends the episode, the host disk never fills
 
 
 def under(path: str, dirs: tuple[str, ...]) -> bool:
@@ -142,8 +144,13 @@ class SandboxLayout:
         return self.fs / "upper"
 
     @property
+    def traces(self) -> Path:
+        """The strace logs: a tmpfs of limits.trace_bytes (or a plain directory)."""
+        return self.root / "trace"
+
+    @property
     def trace_log(self) -> Path:
-        return self.root / self.trace_name
+        return self.traces / self.trace_name
 
     def backing(self, sandbox_path: str) -> tuple[Path, str] | None:
         """(host directory, path relative to it) that holds what the episode wrote at `sandbox_path`: a writable
@@ -167,9 +174,12 @@ class SandboxLayout:
         """Create the directories with the episode uid as owner (inside they appear owned by root); with `limits`,
         the episode's files live on a tmpfs of limits.disk_bytes and limits.disk_inodes."""
         self.fs.mkdir(parents=True, exist_ok=True)
+        self.traces.mkdir(exist_ok=True)
         self.root.chmod(0o711)  # the episode uid must traverse it to reach its bind sources
         if limits is not None:
-            mount_disk_limit(self.fs, limits)
+            mount_tmpfs(self.fs, limits.disk_bytes, limits.disk_inodes, "the episode's disk limit")
+            mount_tmpfs(self.traces, limits.trace_bytes, 1000, "the episode's trace limit")
+            self.traces.chmod(0o700)
         self.fs.chmod(0o711)
         for d in [*self.writable.values(), self.host_path(self.workdir), self.tests_dir, self.root / "rc"]:
             d.mkdir(parents=True, exist_ok=True)
@@ -213,15 +223,14 @@ export -f __depgpo_mark
 """ % {"mark_dir": MARK_DIR}
 
 
-def mount_disk_limit(directory: Path, limits: SandboxLimits) -> None:
-    """A tmpfs of the episode's disk limit (bytes and inodes) at `directory`, in the host's mount namespace (the
-    harness reads the episode's files from there); unmounted by remove_layout, or by sweep_leftovers after a crash."""
-    options = f"size={limits.disk_bytes},nr_inodes={limits.disk_inodes},mode=0711"
+def mount_tmpfs(directory: Path, size: int, inodes: int, what: str) -> None:
+    """A tmpfs of `size` bytes and `inodes` inodes at `directory`, in the host's mount namespace (the harness reads
+    the episode's files from there); unmounted by remove_layout, or by sweep_leftovers after a crash."""
+    options = f"size={size},nr_inodes={inodes},mode=0711"
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "depgpo-episode", str(directory)],
                           capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"cannot mount the episode's disk limit (tmpfs {options}) at {directory}: "
-                           f"{done.stderr.strip()}")
+        raise RuntimeError(f"cannot mount {what} (tmpfs {options}) at {directory}: {done.stderr.strip()}")
 
 
 def owned_private_dir(path: Path, mode: int = 0o700) -> Path:
@@ -422,9 +431,9 @@ def remove_layout(layout: SandboxLayout) -> None:
 
 def remove_episode_dir(root: Path) -> None:
     """Unmount the episode's disk-limit tmpfs (if any), then delete its directory tree, however deep."""
-    fs = root / "fs"
-    if os.path.ismount(fs):
-        subprocess.run(["umount", "--lazy", str(fs)], capture_output=True)
+    for mounted in (root / "fs", root / "trace"):
+        if os.path.ismount(mounted):
+            subprocess.run(["umount", "--lazy", str(mounted)], capture_output=True)
     # rm copes with any depth and any bytes in names (shutil.rmtree recurses, and a 1,200-deep chain overflows it)
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(root)], capture_output=True)
 

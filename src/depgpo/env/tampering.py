@@ -1,27 +1,31 @@
 """Tampering seen from the trace: agent-planted code that the verifier ran or loaded.
 
 The agent changes the task's world and the verifier judges it, so the verifier necessarily runs on the agent's
-final file system: its interpreter, its shell, its site-packages. Isolation (sandbox.verifier_argv) keeps the agent
-away from the judge's processes, /tests and /logs; what it cannot prevent is the agent replacing the judge's tools
-in that world. The verifier's own trace shows every file it executed or opened, and the episode knows every file
-the agent changed, so the two together show when the judge ran the agent's code as part of *judging*, which no
-task asks for. Rules, each a kind in the report (docs/threat-model.md):
+final file system: its interpreter, its shell, its site-packages. Isolation (judge.py) keeps the agent away from the
+judge's processes, /tests and /logs; what it cannot prevent is the agent replacing the judge's tools in that world.
+The verifier's own trace shows every file it executed or opened, and the episode knows every file the agent changed,
+so the two together show when the judge ran the agent's code as part of *judging*, which no task asks for. Rules,
+each a kind in the report (docs/threat-model.md):
 
-- runner_shadow: an agent-written conftest.py, pytest.ini / tox.ini, a pyproject.toml or setup.cfg with a pytest
-  section, a module of the test runner itself (pytest, _pytest, pluggy, iniconfig), a new module named like one of
-  the standard library's (/app/argparse.py), or an entry_points.txt that registers a pytest plugin (pytest11), that
-  the verifier read.
-- startup_hook: an agent-written sitecustomize.py / usercustomize.py, a .pth file with an `import` line (it runs
-  code at every interpreter start), or /etc/ld.so.preload, read by the verifier.
-- runner_replaced: a program of the judge's chain (shells, env, Python, pytest, uv) that the verifier executed
-  (or a file its symlinks lead to; the verifier's own /bin/bash included) and the agent created or changed; or a shared library / Python file of the system that existed before the episode
-  (in the image or the host's system directories) and that the agent changed.
+- runner_shadow: an agent-made conftest.py, pytest.ini / tox.ini, a pyproject.toml or setup.cfg with a pytest
+  section, an entry_points.txt registering a pytest plugin (pytest11), a module inside pytest / _pytest / pluggy /
+  iniconfig, or a new top-level module, package or zip archive on a Python path directory (site- and
+  dist-packages, /usr/lib/python3.X, the workdir, /) named like a standard-library module or one of the runner's
+  own (pytest, pluggy, iniconfig, packaging, ...): /app/argparse.py, dist-packages/pluggy.py, python311.zip.
+- startup_hook: an agent-made sitecustomize.py / usercustomize.py, a .pth file with an `import` line (it runs code
+  at every interpreter start), or /etc/ld.so.preload.
+- runner_replaced: a program of the judge's chain (shells, env, Python, pytest, uv, coreutils test scripts run)
+  that the verifier executed, where it or any symlink on the way to it is the agent's (the verifier's own /bin/bash
+  included); or a shared library / Python module of the system that existed before the episode and was rewritten.
+- reward_by_agent_code: a reward file whose last write in the verifier's trace came from a process that runs agent
+  code (it executed an agent-made program, or loaded an agent-made script or module, or descends from one), or that
+  no verifier process wrote at all (written through a passed descriptor). The tests may run the agent's program;
+  it must not be what writes the reward.
 
-Legitimate look-alikes stay legitimate: a test that runs or imports what the task asked the agent to write (a
-program in the workdir, a new tool in /usr/local/bin, a package it pip-installed, a config file it edited) matches
-none of these rules. What the rules cannot see: tampering through files that are not code (a test that trusts an
-answer the agent wrote is the task's own weakness), or code of the agent that the tests run on purpose and that
-then attacks the judge from inside its process tree (it runs as the verifier does).
+Paths are resolved in the sandbox's own space (every symlink, also of directories, followed as the sandbox would,
+without ever following one on the host), and each symlink on the way counts as a file the agent may have made.
+Legitimate look-alikes match no rule: a test that runs or imports what the task asked for (a program in the
+workdir, a new tool in /usr/local/bin, a package it installed under a new name, a config file it edited).
 """
 
 from __future__ import annotations
@@ -32,16 +36,24 @@ import stat
 import sys
 from pathlib import Path
 
-from depgpo.env.filestate import read_text, read_version
+from depgpo.env.filestate import lstat_beneath, read_text, read_version
 
 TAMPERING_POLICIES = ("zero", "keep")  # agent.environment.tampering: reward 0 with the reason, or record only
 RUNNER_PROGRAMS = frozenset({"bash", "sh", "dash", "env", "timeout", "pytest", "py.test", "uv", "uvx", "pip",
-                             "pip3", "coverage"})
+                             "pip3", "coverage", "mkdir", "cat", "echo", "test", "[", "grep", "diff", "cmp", "rm",
+                             "cp", "mv", "chmod", "tee", "head", "tail", "sed", "awk", "find", "xargs", "sort",
+                             "ls", "wc", "tr", "cut"})
 _PYTHON_RE = re.compile(r"python[\d.]*")
 RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig")
-# Standard-library module names a new file may shadow (a test file named test*.py is a test, not a shadow).
-STDLIB_MODULES = frozenset(m for m in sys.stdlib_module_names if not m.startswith("test"))
+# Modules a new file on a Python path may not shadow: the standard library's (a test file named test*.py is a
+# test, not a shadow) and what pytest imports.
+SHADOWABLE = frozenset(m for m in sys.stdlib_module_names if not m.startswith("test")) | {
+    "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "attr", "attrs", "exceptiongroup", "tomli",
+    "colorama", "pygments", "_pytest_plugins"}
+_PY_PATH_DIR = re.compile(r".*/(?:site-packages|dist-packages)|/usr(?:/local)?/lib(?:64)?/python3(?:\.\d+)?"
+                          r"(?:/lib-dynload)?")
 _PTH_IMPORT_RE = re.compile(r"^\s*import[\s\t]", re.MULTILINE)
+SCAN_LIMIT = 64 << 20  # a hook file larger than this is not scanned: it counts as tampering
 
 
 def find_tampering(effects, layout, initial: dict[str, str | None], system_root: Path,
@@ -54,56 +66,91 @@ def find_tampering(effects, layout, initial: dict[str, str | None], system_root:
     touched = [(entry_program, "executed")] + [(p, "executed") for p in sorted(effects.executed)] + \
               [(p, "read") for p in sorted(effects.reads - effects.executed)]
     for named, how in touched:
-        # A program is the file its symlinks lead to (/usr/bin/python3 -> python3.11): check each hop.
-        for path in _symlink_chain(named, layout, system_root) if how == "executed" else [_unaliased(named, layout)]:
-            change = _agent_change(path, layout, initial, system_root)
+        for path in resolve(named, layout, system_root):
+            change = agent_change(path, layout, initial, system_root)
             if change is None:
                 continue
-            kind = _kind(path, how, change, layout)
+            kind = _kind(path, named, how, change, layout)
             if kind is not None and path not in found:
                 found[path] = {"path": path, "kind": kind, "how": how, "change": change}
     return list(found.values())
 
 
-def _unaliased(path: str, layout) -> str:
-    """/bin/bash as /usr/bin/bash where the system root has /bin -> usr/bin."""
-    top, _, rest = path.strip("/").partition("/")
-    for name, kind, target in layout.top_level:
-        if name == top and kind == "symlink":
-            return os.path.normpath(f"/{target}/{rest}")
-    return path
+# ------------------------------------------------------------------ paths in the sandbox's own space
 
-
-def _current_file(path: str, layout, system_root: Path) -> Path | None:
-    """Where the file the sandbox sees at `path` lies on the host: the episode's copy, else the lower layer."""
-    backing = layout.backing(path)
-    if backing is not None and os.path.lexists(backing[0] / backing[1]):
-        return backing[0] / backing[1]
-    lower = Path(str(system_root).rstrip("/") + path)
-    return lower if backing is not None and backing[0] == layout.upper and os.path.lexists(lower) else None
-
-
-def _symlink_chain(path: str, layout, system_root: Path, hops: int = 8) -> list[str]:
-    chain = [_unaliased(path, layout)]
-    for _ in range(hops):
-        host = _current_file(chain[-1], layout, system_root)
-        if host is None or not host.is_symlink():
+def resolve(path: str, layout, system_root: Path, hops: int = 40) -> list[str]:
+    """Every entry the sandbox passes through to reach `path`: each symlink (of a file or a directory) on the way,
+    then the final path, all as sandbox paths. Nothing on the host is followed."""
+    seen, parts, done = [], [p for p in path.split("/") if p], "/"
+    while parts:
+        part = parts.pop(0)
+        if part in (".", ""):
+            continue
+        if part == "..":
+            done = os.path.dirname(done)
+            continue
+        candidate = os.path.join(done, part)
+        target = _link_target(candidate, layout, system_root)
+        if target is None:
+            done = candidate
+            continue
+        seen.append(candidate)
+        hops -= 1
+        if hops < 0:
             break
-        target = os.readlink(host)
-        chain.append(_unaliased(os.path.normpath(os.path.join(os.path.dirname(chain[-1]), target)), layout))
-    return chain
+        if target.startswith("/"):
+            done = "/"
+        parts = [p for p in target.split("/") if p] + parts
+    return [*seen, done]
 
 
-def _agent_change(path: str, layout, initial: dict[str, str | None], system_root: Path) -> str | None:
-    """'created' / 'changed' if the agent made this file what it is, else None."""
+def _entry(path: str, layout, system_root: Path) -> tuple[os.stat_result, str | None] | None:
+    """(lstat, symlink target) of what the sandbox sees at `path` (its parents already resolved), else None."""
+    for name, kind, target in layout.top_level:  # /bin -> usr/bin: the harness's own, in the sandbox's /
+        if kind == "symlink" and path == f"/{name}":
+            return os.lstat(layout.rootfs), target
+    backing = layout.backing(path)
+    if backing is None:
+        return None
+    base, rel = backing
+    try:
+        st, target = lstat_beneath(base, rel)
+        if base == layout.upper and stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+            return None  # an overlay whiteout: deleted in the sandbox
+        return st, target
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    if base != layout.upper:
+        return None
+    lower = Path(str(system_root).rstrip("/") + path)  # the system's own, trusted layer
+    try:
+        st = os.lstat(lower)
+    except OSError:
+        return None
+    return st, (os.readlink(lower) if stat.S_ISLNK(st.st_mode) else None)
+
+
+def _link_target(path: str, layout, system_root: Path) -> str | None:
+    entry = _entry(path, layout, system_root)
+    return entry[1] if entry is not None else None
+
+
+def agent_change(path: str, layout, initial: dict[str, str | None], system_root: Path) -> str | None:
+    """'created' / 'changed' if the agent made the entry at this (resolved) sandbox path what it is, else None."""
     backing = layout.backing(path)
     if backing is None:
         return None
     base, rel = backing
     if base == layout.upper:  # copy-on-write system directories: in the upper layer only if the agent wrote it
-        if not os.path.lexists(base / rel) or _whiteout(base / rel):
+        try:
+            st, _ = lstat_beneath(base, rel)
+        except OSError:
             return None
-        return "changed" if _in_lower(path, layout, system_root) else "created"
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+            return None
+        return "changed" if os.path.lexists(Path(str(system_root).rstrip("/") + path)) else "created"
     now = read_version(layout, path)
     if now is None or not now.exists:
         return None
@@ -112,40 +159,118 @@ def _agent_change(path: str, layout, initial: dict[str, str | None], system_root
     return "changed" if initial[path] != now.hash else None  # the task's own file, as it was: not the agent's
 
 
-def _whiteout(host: Path) -> bool:
-    st = os.lstat(host)
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+# ------------------------------------------------------------------ the rules
 
-
-def _in_lower(path: str, layout, system_root: Path) -> bool:
-    top = path.strip("/").split("/", 1)[0]
-    return top in layout.cow_dirs and os.path.lexists(Path(str(system_root).rstrip("/") + path))
-
-
-def _kind(path: str, how: str, change: str, layout) -> str | None:
+def _kind(path: str, named: str, how: str, change: str, layout) -> str | None:
     name = os.path.basename(path)
     parts = path.split("/")
-    if name in ("conftest.py", "pytest.ini", "tox.ini") or any(part in RUNNER_PACKAGES for part in parts[:-1]) \
-            or name == "pytest.py":
+    if name in ("conftest.py", "pytest.ini", "tox.ini") or any(part in RUNNER_PACKAGES for part in parts[:-1]):
         return "runner_shadow"
-    if name in ("pyproject.toml", "setup.cfg") and "pytest" in _text(path, layout):
+    if name in ("pyproject.toml", "setup.cfg") and _mentions(path, layout, "pytest"):
         return "runner_shadow"
-    package = name == "__init__.py" and len(parts) > 2
-    module, home = (parts[-2], "/".join(parts[:-2]) or "/") if package else (name[:-3], os.path.dirname(path))
-    if name.endswith(".py") and change == "created" and module in STDLIB_MODULES and home in ("/", layout.workdir):
-        return "runner_shadow"  # /app/argparse.py: found before the standard library by a runner started in /app
-    if name == "entry_points.txt" and "pytest11" in _text(path, layout):
+    if name == "entry_points.txt" and _mentions(path, layout, "pytest11"):
         return "runner_shadow"  # a pytest plugin pytest auto-loads, whatever its module is called
+    if _shadowed_module(path, layout) is not None:
+        return "runner_shadow"
     if name in ("sitecustomize.py", "usercustomize.py") or path == "/etc/ld.so.preload":
         return "startup_hook"
-    if name.endswith(".pth") and _PTH_IMPORT_RE.search(_text(path, layout)):
+    if name.endswith(".pth") and _mentions(path, layout, _PTH_IMPORT_RE):
         return "startup_hook"
-    if how == "executed" and (name in RUNNER_PROGRAMS or _PYTHON_RE.fullmatch(name)):
+    names = {name, os.path.basename(named)}
+    if how == "executed" and any(n in RUNNER_PROGRAMS or _PYTHON_RE.fullmatch(n) for n in names):
         return "runner_replaced"
     if change == "changed" and (name.endswith((".py", ".pyc")) or ".so" in name):
         return "runner_replaced"  # a system library or module that existed before the episode, rewritten
     return None
 
 
-def _text(path: str, layout) -> str:
-    return read_text(layout, path) or ""
+def _shadowed_module(path: str, layout) -> str | None:
+    """The module a file at `path` would be imported as, if that module is one the runner needs, found on a Python
+    path directory (or the workdir, or /, where a runner started there looks first)."""
+    if re.fullmatch(r"python\d+\.zip", os.path.basename(path)):
+        return os.path.basename(path)  # /usr/lib/python311.zip comes first on sys.path
+    for cut in range(len(path) - 1, -1, -1):
+        if path[cut] != "/":
+            continue
+        directory, rest = path[:cut] or "/", path[cut + 1:]
+        if _PY_PATH_DIR.fullmatch(directory) or directory in ("/", layout.workdir):
+            top = rest.split("/", 1)[0]
+            module = top.split(".", 1)[0] if "/" not in rest else top
+            if module in SHADOWABLE and (rest.endswith((".py", ".pyc", ".so")) or "/" not in rest):
+                return module
+            return None
+    return None
+
+
+def _mentions(path: str, layout, needle) -> bool:
+    """Whether the file's text contains `needle` (a string or a regex); a file too large to scan counts as yes."""
+    text = read_text(layout, path, limit=SCAN_LIMIT + 1) or ""
+    if len(text) > SCAN_LIMIT:
+        return True
+    return bool(needle.search(text)) if isinstance(needle, re.Pattern) else needle in text
+
+
+# ------------------------------------------------------------------ reward files written by agent code
+
+REWARD_FILES = ("/logs/verifier/reward.json", "/logs/verifier/reward.txt")
+CODE_SUFFIXES = (".py", ".pyc", ".pth", ".sh", ".bash", ".pl", ".rb", ".js", ".lua", ".php", ".jar")
+_LINE_RE = re.compile(r"(\d+)\s+\S+\s+(.*)")
+_CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d+)")
+_EXEC_RE = re.compile(r'^execve(?:at)?\((?:\d+<[^>]*>, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+0')
+_OPEN_RE = re.compile(r"^(?:open|openat|openat2|creat)\(.*\)\s+=\s+\d+<((?:[^<>\\]|\\.)*)>")
+_MOVE_RE = re.compile(r"^(?:rename|renameat2?|link|linkat|symlink|symlinkat)\(")
+_AT_PATH_RE = re.compile(r'(?:(?:AT_FDCWD|\d+)<((?:[^<>\\]|\\.)*)>, )?"((?:[^"\\]|\\.)*)"')
+
+
+def reward_written_by_agent_code(trace: Path, mark: str, layout, initial: dict[str, str | None],
+                                 system_root: Path) -> list[dict]:
+    """reward_by_agent_code findings for the reward files that exist now (see the module docstring). `mark` is the
+    trace path of the verifier script's first line (judge.run_verifier): what comes before it is the harness's."""
+    tainted, partial, started = set(), {}, False
+    last_writer_tainted: dict[str, bool] = {}
+
+    def agent_code(path: str, executed: bool) -> bool:
+        for hop in resolve(path, layout, system_root):
+            code = executed or hop.endswith(CODE_SUFFIXES) or ".so" in os.path.basename(hop)
+            if code and agent_change(hop, layout, initial, system_root):
+                return True
+        return False
+
+    with open(trace, "rb") as fh:
+        for raw in fh:
+            match = _LINE_RE.match(raw.decode("utf-8", "surrogateescape").rstrip("\n"))
+            if not match:
+                continue
+            pid, rest = int(match[1]), match[2]
+            if rest.endswith("<unfinished ...>"):
+                partial[pid] = rest[:-len("<unfinished ...>")]
+                continue
+            if rest.startswith("<... "):
+                rest = partial.pop(pid, "") + rest[rest.find(">") + 1:]
+            if not started:
+                started = mark in rest
+                continue
+            if (child := _CHILD_RE.match(rest)) and pid in tainted:
+                tainted.add(int(child[1]))
+            elif (exe := _EXEC_RE.match(rest)) and agent_code(exe[1], executed=True):
+                tainted.add(pid)
+            elif opened := _OPEN_RE.match(rest):
+                writes = "O_WRONLY" in rest or "O_RDWR" in rest or rest.startswith("creat")
+                if writes and opened[1] in REWARD_FILES:
+                    last_writer_tainted[opened[1]] = pid in tainted
+                elif not writes and agent_code(opened[1], executed=False):
+                    tainted.add(pid)
+            elif _MOVE_RE.match(rest) and rest.rstrip().endswith("= 0"):
+                pairs = _AT_PATH_RE.findall(rest)
+                if pairs:  # the destination is the last (dirfd, name) pair
+                    directory, name = pairs[-1]
+                    destination = os.path.normpath(os.path.join(directory or "/", name))
+                    if destination in REWARD_FILES:
+                        last_writer_tainted[destination] = pid in tainted
+    findings = []
+    for path in REWARD_FILES:
+        exists = (layout.verifier_logs / os.path.relpath(path, "/logs")).exists()
+        if exists and last_writer_tainted.get(path, True):
+            findings.append({"path": path, "kind": "reward_by_agent_code", "how": "written",
+                             "change": "created" if path in last_writer_tainted else "written unseen"})
+    return findings
