@@ -27,7 +27,7 @@ from pathlib import Path
 from depgpo.env.images import DEFAULT_CACHE, image_dir, system_root_for
 from depgpo.env.filestate import MISSING, FileVersion, StatWalk, lines_written, read_version
 from depgpo.env.judge import kept_effects, merged_effects, run_verifier
-from depgpo.env.sandbox import (LIVE_LOCK, SANDBOX_PATH, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
+from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
                                 launcher_argv, owned_private_dir, reap_uid, remove_layout, sweep_leftovers, under)
 from depgpo.env.shell import ShellSession, truncate_observation
 from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering, reward_written_by_agent_code
@@ -60,10 +60,6 @@ class TraceLimit(RuntimeError):
 
 
 TRACE_CHUNK = 16 << 20  # bytes of strace log parsed at a time
-
-
-
-
 _swept: set[Path] = set()  # work roots whose leftovers this process has already swept
 
 
@@ -419,8 +415,7 @@ class Episode:
         agent_processes = self.parser.alive_processes()
         for proc in agent_processes:
             self._process_names.setdefault(proc.pid, proc.name)
-        env = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb", **self.layout.env,
-               **self.task.verifier_env}
+        env = {**BASE_ENV, "TERM": "dumb", **self.layout.env, **self.task.verifier_env}
         run = run_verifier(self.layout, self.config.limits, self.shell, self._preexec, env,
                            offline_test_command(self.task, self.layout.workdir), timeout,
                            self.config.output_limit_bytes, agent_processes)

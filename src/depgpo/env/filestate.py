@@ -70,6 +70,11 @@ def lstat_beneath(base: Path, relative: str) -> tuple[os.stat_result, str | None
         os.close(fd)
 
 
+def is_whiteout(st: os.stat_result) -> bool:
+    """An overlay upper layer's mark of a file deleted in the sandbox (a 0:0 character device)."""
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
 def read_text(layout: SandboxLayout, sandbox_path: str, limit: int = TEXT_MAX_BYTES) -> str | None:
     """A small sandbox file's text, or None if absent, a symlink anywhere on its path, or unreadable."""
     backing = layout.backing(sandbox_path)
@@ -111,8 +116,8 @@ def read_version(layout: SandboxLayout, sandbox_path: str) -> FileVersion | None
         return FileVersion(True, "dir")
     if stat.S_ISLNK(st.st_mode):
         return FileVersion(True, "symlink:" + target)
-    if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0 and base.name == "upper":
-        return MISSING  # an overlay whiteout: deleted inside the sandbox
+    if is_whiteout(st) and base.name == "upper":
+        return MISSING  # deleted inside the sandbox
     if not stat.S_ISREG(st.st_mode):
         return FileVersion(True, "special")
     try:

@@ -243,8 +243,7 @@ def owned_private_dir(path: Path, mode: int = 0o700) -> Path:
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
         raise RuntimeError(f"{path} is not a directory owned by uid {os.getuid()} and writable only by it (it may "
-                           f"have been planted by another user); remove it or choose another "
-                           f"agent.environment.work_root")
+                           f"have been planted by another user); remove it or choose another directory")
     return path
 
 
@@ -274,6 +273,16 @@ class UidLease:
         self._fh.close()
 
 
+# Both bwraps: root inside its own user namespace, own ipc and uts; the agent's adds a network namespace of its own.
+BWRAP_NAMESPACES = ("bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
+                    "--unshare-cgroup-try", "--hostname", "sandbox")
+BASE_ENV = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8"}  # the agent's shell and the verifier start here
+
+
+def _setenv(env: dict[str, str]) -> list[str]:
+    return [arg for key, value in env.items() for arg in ("--setenv", key, value)]
+
+
 def _bwrap_mounts(layout: SandboxLayout) -> list[str]:
     """The file system both the agent and the verifier see: the same `/`, system directories and writable mounts."""
     argv = ["--bind", str(layout.rootfs), "/"]  # its /bin -> usr/bin symlinks were made by prepare()
@@ -296,12 +305,8 @@ def _bwrap_mounts(layout: SandboxLayout) -> list[str]:
 
 def bwrap_argv(layout: SandboxLayout) -> list[str]:
     """The agent's bwrap: the persistent interactive shell, with a network namespace of its own."""
-    argv = ["bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--unshare-net", "--hostname", "sandbox", *_bwrap_mounts(layout)]
-    argv += ["--chdir", layout.workdir, "--clearenv", "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/root",
-             "--setenv", "LANG", "C.UTF-8"]
-    for key, value in layout.env.items():  # the task's ENV may set PATH, HOME, LANG, ... as in its container
-        argv += ["--setenv", key, value]
+    argv = [*BWRAP_NAMESPACES, "--unshare-net", *_bwrap_mounts(layout), "--chdir", layout.workdir, "--clearenv",
+            *_setenv({**BASE_ENV, **layout.env})]  # the task's ENV may set PATH, HOME, LANG, ... as in its container
     # but not these: observations must stay free of terminal escapes, and traces of bytecode writes.
     argv += ["--setenv", "TERM", "dumb", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
              "--cap-drop", "ALL",
@@ -312,12 +317,9 @@ def bwrap_argv(layout: SandboxLayout) -> list[str]:
 def verifier_bwrap_argv(layout: SandboxLayout, env: dict[str, str], script: str) -> list[str]:
     """The verifier's bwrap: the agent's files and network (joined by nsenter), plus /tests and /logs; a clean
     environment and a non-interactive bash that runs `script`."""
-    argv = ["bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--hostname", "sandbox", *_bwrap_mounts(layout),
+    argv = [*BWRAP_NAMESPACES, *_bwrap_mounts(layout),
             "--ro-bind", str(layout.tests_dir), "/tests", "--bind", str(layout.verifier_logs), "/logs",
-            "--chdir", layout.workdir, "--clearenv"]
-    for key, value in env.items():
-        argv += ["--setenv", key, value]
+            "--chdir", layout.workdir, "--clearenv", *_setenv(env)]
     return [*argv, "--cap-drop", "ALL", "/bin/bash", "--norc", "--noprofile", "-c", script]
 
 

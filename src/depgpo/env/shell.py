@@ -163,10 +163,8 @@ class ShellSession:
             if remaining <= 0 or not self.alive():
                 return None
             if not self._read_available(min(remaining, 0.5)):
-                if not self.alive():
-                    return None
-                self._out.find(mark, nonce)
-                return None
+                if not self.alive() or self._out.find(mark, nonce) is None:
+                    return None  # the shell side closed; a marker in its last bytes is taken by the next loop
 
     def run_marked(self, keystrokes: str, timeout_s: float) -> CommandOutput:
         """Type `keystrokes` (a newline is added if missing), then the marker; wait for it or recover."""

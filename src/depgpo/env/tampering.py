@@ -36,7 +36,7 @@ import stat
 import sys
 from pathlib import Path
 
-from depgpo.env.filestate import lstat_beneath, read_text, read_version
+from depgpo.env.filestate import is_whiteout, lstat_beneath, read_text, read_version
 
 TAMPERING_POLICIES = ("zero", "keep")  # agent.environment.tampering: reward 0 with the reason, or record only
 RUNNER_PROGRAMS = frozenset({"bash", "sh", "dash", "env", "timeout", "pytest", "py.test", "uv", "uvx", "pip",
@@ -67,13 +67,25 @@ def find_tampering(effects, layout, initial: dict[str, str | None], system_root:
               [(p, "read") for p in sorted(effects.reads - effects.executed)]
     for named, how in touched:
         for path in resolve(named, layout, system_root):
-            change = agent_change(path, layout, initial, system_root)
-            if change is None:
+            if path in found:
                 continue
-            kind = _kind(path, named, how, change, layout)
-            if kind is not None and path not in found:
-                found[path] = {"path": path, "kind": kind, "how": how, "change": change}
+            change = _Once(lambda: agent_change(path, layout, initial, system_root))
+            kind = _kind(path, named, how, change, layout)  # asks for the change only where a rule needs it
+            if kind is not None and change() is not None:
+                found[path] = {"path": path, "kind": kind, "how": how, "change": change()}
     return list(found.values())
+
+
+class _Once:
+    """A value computed on first call: agent_change hashes tracked files, which most paths never need."""
+
+    def __init__(self, compute) -> None:
+        self._compute, self._done, self._value = compute, False, None
+
+    def __call__(self):
+        if not self._done:
+            self._value, self._done = self._compute(), True
+        return self._value
 
 
 # ------------------------------------------------------------------ paths in the sandbox's own space
@@ -115,8 +127,8 @@ def _entry(path: str, layout, system_root: Path) -> tuple[os.stat_result, str | 
     base, rel = backing
     try:
         st, target = lstat_beneath(base, rel)
-        if base == layout.upper and stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-            return None  # an overlay whiteout: deleted in the sandbox
+        if base == layout.upper and is_whiteout(st):
+            return None  # deleted in the sandbox
         return st, target
     except FileNotFoundError:
         pass
@@ -148,7 +160,7 @@ def agent_change(path: str, layout, initial: dict[str, str | None], system_root:
             st, _ = lstat_beneath(base, rel)
         except OSError:
             return None
-        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+        if is_whiteout(st):
             return None
         return "changed" if os.path.lexists(Path(str(system_root).rstrip("/") + path)) else "created"
     now = read_version(layout, path)
@@ -161,7 +173,8 @@ def agent_change(path: str, layout, initial: dict[str, str | None], system_root:
 
 # ------------------------------------------------------------------ the rules
 
-def _kind(path: str, named: str, how: str, change: str, layout) -> str | None:
+def _kind(path: str, named: str, how: str, change, layout) -> str | None:
+    """The rule `path` (reached as `named`) breaks, if the agent made it; `change()` is agent_change's answer."""
     name = os.path.basename(path)
     parts = path.split("/")
     if name in ("conftest.py", "pytest.ini", "tox.ini") or any(part in RUNNER_PACKAGES for part in parts[:-1]):
@@ -179,7 +192,7 @@ def _kind(path: str, named: str, how: str, change: str, layout) -> str | None:
     names = {name, os.path.basename(named)}
     if how == "executed" and any(n in RUNNER_PROGRAMS or _PYTHON_RE.fullmatch(n) for n in names):
         return "runner_replaced"
-    if change == "changed" and (name.endswith((".py", ".pyc")) or ".so" in name):
+    if (name.endswith((".py", ".pyc")) or ".so" in name) and change() == "changed":
         return "runner_replaced"  # a system library or module that existed before the episode, rewritten
     return None
 
