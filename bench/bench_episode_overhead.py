@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from depgpo.env.episode import PARSER_SKIPPED_PREFIXES, keep_path
+from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
+from depgpo.trajectory.scope import is_record_path
 from depgpo.env.sandbox import SandboxLayout, SandboxLimits, UidLease, launcher_argv, remove_layout
 from depgpo.env.shell import ShellSession
 from depgpo.env.trace_parser import TraceParser
@@ -56,7 +57,7 @@ def run_once(traced: bool, cpu: int | None) -> tuple[float, str]:
 
 def parse_time_ms(trace: str) -> float:
     start = time.perf_counter()
-    parser = TraceParser(keep_path=keep_path, untracked_prefixes=PARSER_SKIPPED_PREFIXES)
+    parser = TraceParser(keep_path=is_record_path, untracked_prefixes=FAST_SKIP_PREFIXES)
     parser.feed(trace)
     for k in range(len(COMMANDS)):
         parser.summary(k)

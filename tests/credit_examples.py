@@ -1,4 +1,4 @@
-"""The paper's worked credit examples (Tables 12-14, spec §9) as trajectories shaped like trajectory.json.
+"""The paper's worked credit examples (Tables 12-14, docs/credit.md#worked-examples) as trajectories shaped like trajectory.json.
 
 Each `Example` holds what a sandbox needs to replay it (instruction, working directory, the task's files, the
 commands by turn, the verifier records E) and the trace a sandbox is expected to record for it, built by hand

@@ -1,6 +1,6 @@
 """A real single-node Slurm cluster for tests: munged, MariaDB + slurmdbd (so that sacct works, as on real
 clusters), slurmctld and slurmd, with two fake GPUs as gres. Debian's packages, started as root in a temporary
-directory, no systemd, no cgroups. Facts behind the choices: ../shared/notes/snakemake-slurm-hydra-models.md §2.
+directory, no systemd, no cgroups. Why it is set up so: docs/cluster.md#tests-on-a-real-slurm.
 
     with SlurmCluster(tmp_path) as cluster:   # exports SLURM_CONF while it runs
         subprocess.run(["sbatch", "--gpus=1", "--wrap", "true"], env=cluster.env)

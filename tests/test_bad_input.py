@@ -186,13 +186,6 @@ def test_credit_names_the_file_and_field_of_a_bad_trajectory(tmp_path, changes, 
     assert proc.stdout == "" and not graph.exists()
 
 
-def test_the_schema_versions_read_are_the_one_written():
-    from depgpo.credit.records import SCHEMA_VERSIONS
-    from depgpo.env.episode import SCHEMA_VERSION
-
-    assert SCHEMA_VERSION in SCHEMA_VERSIONS
-
-
 @pytest.fixture
 def results(tmp_path) -> Path:
     from test_report import build_results

@@ -1,4 +1,4 @@
-"""The credit definition of shared/spec/depgpo-credit.md, rule by rule, and the paper's examples (spec §9)."""
+"""The credit definition of docs/credit.md, rule by rule, and the paper's examples (docs/credit.md#worked-examples)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def write(turn: int, path: str, lines: list[str], content: list[str] | None = No
     return command(turn, f"write {path}", writes=(text_write(path, lines, content or lines),), **kwargs)
 
 
-# ---- §9 acceptance examples ------------------------------------------------------------------------------------
+# ---- docs/credit.md#worked-examples ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda example: example.name)
 def test_paper_examples_come_out_exactly(example):
@@ -55,7 +55,7 @@ def test_indirect_example_edges():
     assert result.commands[1].direct == 0.0 and result.commands[1].indirect == 1.0
 
 
-# ---- §4 survival and direct contribution -----------------------------------------------------------------------
+# ---- docs/credit.md#survival, #direct-contribution -----------------------------------------------------------------------
 
 def test_line_survival_is_a_multiset_content_match():
     trajectory = episode([write(0, "/app/x", ["a", "a", "b"])], ["/app/x"],
@@ -121,7 +121,7 @@ def test_final_state_is_replayed_when_not_recorded():
     assert credits(without_final) == credits(CONSTRAINTS_SCHEDULING.trajectory)
 
 
-# ---- §4 indirect contribution ------------------------------------------------------------------------------------
+# ---- docs/credit.md#indirect-contribution ------------------------------------------------------------------------------------
 
 def test_connecting_to_a_port_reads_the_server_that_bound_it():
     client = command(1, "curl -s localhost:8080 > /app/index.html",
@@ -177,7 +177,7 @@ def test_indirect_decay_applies_per_hop():
     assert credits(trajectory) == [1.0, 1.0, 1.0]
 
 
-# ---- §2 tracked scope ----------------------------------------------------------------------------------------------
+# ---- docs/credit.md#tracked-scope ----------------------------------------------------------------------------------------------
 
 def test_system_and_cache_locations_are_not_records():
     trajectory = episode([
@@ -207,7 +207,7 @@ def test_tracked_roots_override():
     assert [entry.is_write for entry in narrowed] == [False, True]  # /srv stays: it holds a verifier record
 
 
-# ---- §5 read credit ---------------------------------------------------------------------------------------------------
+# ---- docs/credit.md#read-credit ---------------------------------------------------------------------------------------------------
 
 def test_salient_tokens():
     text = ("x = 7, y = 3.5, count 63841, /app/a.txt, run.sh, meeting_id, fooBar, VERSION, word, abc1, "
@@ -257,7 +257,7 @@ def test_written_content_is_a_target_of_information_edges():
     assert credits(trajectory) == [0.5, 1.0]
 
 
-# ---- §6 ablations -------------------------------------------------------------------------------------------------------
+# ---- docs/credit.md#ablations -------------------------------------------------------------------------------------------------------
 
 def test_ablations_change_what_they_name():
     assert credits(COUNT_DATASET_TOKENS.trajectory, variant="no_read_credit") == [0.0, 1.0, 0.0]
@@ -276,7 +276,7 @@ def test_binary_write_reading_of_dc():
     assert credits(deleted, variant="binary_write", binary_requires_survival=False)[0] == 1.0
 
 
-# ---- §7 step factors and Table 4 fallbacks -------------------------------------------------------------------------
+# ---- docs/credit.md#step-factors, Table 4 fallbacks -------------------------------------------------------------------------
 
 def _two_turns(first: float, second: float) -> dict:
     lines = ["a"] * 4

@@ -253,7 +253,7 @@ def test_config_rejects_an_unknown_backend():
 
 @needs_oci
 def test_data_check_reports_by_backend(oci_store, tmp_path):
-    from depgpo.tasks.check import check_task
+    from depgpo.env.task_check import check_task
 
     present, absent = _image_task(tmp_path / "a", IMAGE), _image_task(tmp_path / "b", "localhost/not-here:1")
     host = check_task(present)  # a prebuilt image cannot be replayed on the host backend

@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import depgpo
-from depgpo.agent.loop import AgentConfig, run_rollout
+from depgpo.agent.config import AgentConfig
+from depgpo.agent.loop import run_rollout
 from depgpo.env.episode import Episode, EpisodeConfig
 from depgpo.policy.chat import parse_assistant, render_assistant
 from depgpo.policy.generate import Context, TurnOutput

@@ -1,4 +1,4 @@
-"""Spec §9 (paper Tables 12-14) as real episodes: `depgpo run-episode` in the traced sandbox, then `depgpo credit`.
+"""docs/credit.md#worked-examples (paper Tables 12-14) as real episodes: `depgpo run-episode` in the traced sandbox, then `depgpo credit`.
 
 The hand-built versions live in tests/credit_examples.py (test_credit_spec.py). Here the same commands really run,
 the tracer records what they did, the verifier really reads E, and the credit must come out exactly (β = 0.5).

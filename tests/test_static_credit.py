@@ -1,4 +1,4 @@
-"""Static inference of command records (depgpo.credit.static) and the offline loaders (depgpo.credit.adapters).
+"""Static inference of command records (depgpo.inference) and the offline loaders (depgpo.inference.formats).
 
 The expected records are what the traced sandbox reports for the same commands: paths absolute and normalised,
 the lines a command wrote, deletions, and content hashes that only a real change alters.
@@ -15,10 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from depgpo.credit import CreditConfig, compute_credit
-from depgpo.credit.adapters import load_trajectories, num_turns
-from depgpo.credit.static import (
-    ShellSimulator, extract_verifier_records, infer_command_effects, infer_trajectory,
-)
+from depgpo.env.verifier_source import extract_verifier_records
+from depgpo.inference import ShellSimulator, infer_command_effects, infer_trajectory, load_trajectories, num_turns
 
 OFFLINE = Path(__file__).parent / "data" / "offline"
 
@@ -292,7 +290,7 @@ def test_infer_command_effects_returns_the_new_directory():
     assert infer_command_effects("cd", "/app")[1] == "/root"
 
 
-# ---- trajectories: the spec §9 examples ---------------------------------------------------------------------
+# ---- trajectories: the examples of docs/credit.md#worked-examples ---------------------------------------------------------------------
 
 ICS = "/app/meeting_scheduled.ics"
 TABLE_14 = [  # constraints-scheduling, turns 4-10

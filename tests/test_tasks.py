@@ -11,7 +11,7 @@ import pytest
 from depgpo.tasks import (TaskFormatError, load_task, load_task_set, offline_test_command, task_dirs,
                           verifier_offline_blockers)
 from depgpo.tasks.task import ISOLATED_PYTEST
-from depgpo.tasks.check import TaskReport, check_task, check_task_set, format_reports
+from depgpo.env.task_check import TaskReport, check_task, check_task_set, format_reports
 from depgpo.tasks.dockerfile import (CopyStep, DockerfileError, network_fetch_commands, package_install_commands,
                                      parse_dockerfile, resolve_copies)
 

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from depgpo.env.strace_flags import strace_argv
-from depgpo.env.trace_parser import PATH_KINDS, CommandEffects, ProcInfo, TraceParser
+from depgpo.env.trace_parser import TraceParser
+from depgpo.env.trace_state import PATH_KINDS, ProcInfo, SegmentEffects
 
 needs_strace = pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
 
@@ -49,11 +50,11 @@ class TracedShell:
         """What the harness's recovery does when it is unsure a mark got through."""
         self._send(f"test -e /.depgpo_mark/{index}/$?")
 
-    def run(self, command: str) -> CommandEffects:
+    def run(self, command: str) -> SegmentEffects:
         index = self._run_with_mark(command)
         return self.parser.summary(index)
 
-    def verify(self, command: str) -> CommandEffects:
+    def verify(self, command: str) -> SegmentEffects:
         self._feed_available()
         self.parser.begin_verifier()
         self._run_with_mark(command)  # marks no longer switch segments: this one only says the verifier finished
@@ -131,7 +132,7 @@ def server(port: int) -> str:
     return f"setsid nohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &"
 
 
-def recorded_paths(effects: CommandEffects) -> set[str]:
+def recorded_paths(effects: SegmentEffects) -> set[str]:
     return set().union(*(getattr(effects, kind) for kind in PATH_KINDS), *effects.renamed)
 
 

@@ -78,7 +78,8 @@ def test_registered_agent_loop_emits_turn_spans_and_factors(sft_policy):
     from depgpo.agent.verl_loop import AGENT_LOOP_NAME, HFServerManager, TerminalAgentLoop
     from depgpo.policy.model import load_policy
     from depgpo.tasks import load_task
-    from depgpo.train.rl import agent_config, make_policy
+    from depgpo.agent.config import agent_config
+    from depgpo.policy.generate import make_policy
     from depgpo.train.verl_config import compose_verl_config
 
     assert AGENT_LOOP_NAME in _agent_loop_registry
@@ -106,6 +107,6 @@ def test_registered_agent_loop_emits_turn_spans_and_factors(sft_policy):
     assert out.reward_score in (0.0, 1.0)
 
     # The same seed through the local trainer's policy gives the same trajectory, token for token.
-    local = run_rollout(make_policy(model, tokenizer, cfg), load_task(task_dir), agent_config(cfg), seed=11)
+    local = run_rollout(make_policy(model, tokenizer, cfg), load_task(task_dir), agent_config(cfg, credit=True), seed=11)
     assert local.response_ids == out.response_ids and local.reward == out.reward_score
-    assert local.turn_ids == turn_ids
+    assert local.turn_ids == turn_ids and local.step_factors == factors

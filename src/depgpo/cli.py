@@ -16,7 +16,7 @@ SUBCOMMANDS = {
     "run-episode": ("depgpo.env.cli", "add_arguments", "run",
                     "run a task's commands in the traced sandbox, then its verifier"),
     "credit": ("depgpo.credit.cli", "add_arguments", "run", "dependency credit and step factors of trajectories"),
-    "data": ("depgpo.tasks.cli", "add_arguments", "run", "check a task set: what would not run here, and why"),
+    "data": ("depgpo.env.check_cli", "add_arguments", "run", "check a task set: what would not run here, and why"),
     "generate-tasks": ("depgpo.tasks.generate_cli", "add_arguments", "run",
                        "write the tiny generated task sets (pool, test_tb20, test_tb21)"),
     "sft-data": ("depgpo.stages", "add_sft_data", "run_sft_data",

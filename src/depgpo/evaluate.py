@@ -6,7 +6,8 @@ import json
 import statistics
 from pathlib import Path
 
-from depgpo.agent.loop import AgentConfig, attempt_tasks
+from depgpo.agent.config import AgentConfig
+from depgpo.agent.loop import attempt_tasks
 from depgpo.tasks import Task
 
 

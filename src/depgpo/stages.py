@@ -101,7 +101,7 @@ def _tasks(path: Path):
 def _policy(checkpoint: Path, cfg, temperature: float | None = None):
     from depgpo.policy.device import resolve_device
     from depgpo.policy.model import load_policy
-    from depgpo.train.rl import make_policy
+    from depgpo.policy.generate import make_policy
 
     check_checkpoint(checkpoint)
     model, tokenizer = load_policy(checkpoint)
@@ -139,7 +139,7 @@ def run_sft_data(args: argparse.Namespace) -> int:
             return 2
     else:
         from depgpo.tasks import task_dirs
-        from depgpo.train.rl import agent_config
+        from depgpo.agent.config import agent_config
         from depgpo.train.sft_data import build_sft_data
 
         counts = build_sft_data(task_dirs(args.tasks), args.out, args.reference, agent_config(cfg), args.variants,
@@ -185,7 +185,7 @@ def add_filter(parser: argparse.ArgumentParser) -> None:
 def run_filter(args: argparse.Namespace) -> int:
     cfg = _compose(args)  # first: a bad value is reported before the slow imports
     from depgpo.train.filtering import run_filter as select
-    from depgpo.train.rl import agent_config
+    from depgpo.agent.config import agent_config
 
     tasks = _tasks(args.tasks)
     summary = select(_policy(args.policy, cfg), tasks, agent_config(cfg), cfg.filter.attempts,
@@ -235,7 +235,7 @@ def add_evaluate(parser: argparse.ArgumentParser) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     cfg = _compose(args)  # first: a bad value is reported before the slow imports
     from depgpo.evaluate import evaluate, write_evaluation
-    from depgpo.train.rl import agent_config
+    from depgpo.agent.config import agent_config
 
     task_sets = {task_set: _tasks(task_set) for task_set in args.tasks}  # all checked before the first is run
     policy = _policy(args.policy, cfg, cfg.eval.temperature)  # loaded once for all test sets

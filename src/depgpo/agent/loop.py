@@ -9,27 +9,22 @@ so per-turn step factors map onto tokens.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.agent.config import AgentConfig
+from depgpo.credit import CreditConfig, credit_with_fallback
+from depgpo.env.episode import Episode
 from depgpo.policy.chat import ParseError
 from depgpo.tasks import Task
 
 T, R = TypeVar("T"), TypeVar("R")
 
 UNPARSEABLE_OBSERVATION = "could not parse the reply: answer with <bash>COMMAND</bash>, or <done/> when finished"
-
-
-@dataclass
-class AgentConfig:
-    max_turns: int = 8
-    max_context_tokens: int = 1024   # stop before the context outgrows the model (its position embeddings)
-    workers: int = 1                 # rollouts run side by side (threads: the model and the sandbox release the GIL)
-    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
 
 
 @dataclass
@@ -46,6 +41,11 @@ class Rollout:
     num_turns: int                 # model turns, including a final <done/> turn and unparseable ones
     anchor_keys: list[str]         # per turn: digest of the observation that turn acted on (GiGPO anchors)
     finished: bool                 # the model said it was done (rather than hitting a limit)
+    # DepGPO's credit (assign_credit): one factor per turn (mean 1), the Table 4 fallback reason, diagnostics
+    step_factors: list[float] | None = None
+    credit_fallback: str | None = None
+    credit_diagnostics: dict | None = None
+    credit_s: float = 0.0
 
     @property
     def reward(self) -> float:
@@ -88,11 +88,23 @@ def run_rollout(policy, task: Task, config: AgentConfig, seed: int, out_dir: Pat
         # else the sandbox did not start or the harness failed on a command: recorded, reward 0, the stage goes on
     trajectory = episode.trajectory()
     trajectory["num_turns"] = len(anchors)
-    return Rollout(
+    rollout = Rollout(
         task_id=task.id, trajectory=trajectory, prompt_ids=list(ctx.prompt_ids), response_ids=list(ctx.response_ids),
         response_mask=list(ctx.response_mask), turn_ids=list(ctx.turn_ids), old_logprobs=list(ctx.response_logprobs),
         num_turns=len(anchors), anchor_keys=anchors, finished=finished,
     )
+    return assign_credit(rollout, config.credit) if config.credit is not None else rollout
+
+
+def assign_credit(rollout: Rollout, config: CreditConfig) -> Rollout:
+    """The one place step factors are computed: as the rollout ends (local trainer and verl's agent loop alike).
+    Never raises: an unreadable trajectory gets unit factors and the reason."""
+    started = time.perf_counter()
+    result = credit_with_fallback(rollout.trajectory, config, rollout.num_turns)
+    rollout.step_factors, rollout.credit_fallback = result.step_factors, result.fallback
+    rollout.credit_diagnostics = result.diagnostics
+    rollout.credit_s = time.perf_counter() - started
+    return rollout
 
 
 def map_in_threads(function: Callable[[T], R], items: list[T], workers: int) -> Iterator[R]:

@@ -17,7 +17,6 @@ import asyncio
 import uuid
 from typing import Any
 
-from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.workers.rollout.replica import TokenOutput
 
@@ -63,9 +62,8 @@ class HFServerManager:
 @register(AGENT_LOOP_NAME)
 class TerminalAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        from depgpo.credit import CreditConfig, step_factors_for
+        from depgpo.agent.config import agent_config
         from depgpo.tasks import load_task
-        from depgpo.train.rl import agent_config
 
         extra = kwargs.get("extra_info") or {}
         if "task_dir" not in extra:
@@ -77,12 +75,11 @@ class TerminalAgentLoop(AgentLoopBase):
                               cfg.agent.max_turn_tokens, cfg.agent.observation_chars)
         seed = int(extra.get("seed", uuid.uuid4().int % 2**31))
         rollout = await asyncio.get_running_loop().run_in_executor(
-            None, run_rollout, policy, task, agent_config(cfg), seed)
-        credit = CreditConfig.from_mapping(OmegaConf.to_container(cfg.credit))
-        factors, fallback = step_factors_for(rollout.trajectory, credit, rollout.num_turns)
+            None, run_rollout, policy, task, agent_config(cfg, credit=True), seed)
         return AgentLoopOutput(
             prompt_ids=rollout.prompt_ids, response_ids=rollout.response_ids, response_mask=rollout.response_mask,
             response_logprobs=rollout.old_logprobs, reward_score=rollout.reward, num_turns=rollout.num_turns,
             metrics=AgentLoopMetrics(),
-            extra_fields={"turn_ids": rollout.turn_ids, "step_factors": factors, "credit_fallback": fallback,
+            extra_fields={"turn_ids": rollout.turn_ids, "step_factors": rollout.step_factors,
+                          "credit_fallback": rollout.credit_fallback,
                           "anchor_keys": rollout.anchor_keys, "task_id": rollout.task_id})

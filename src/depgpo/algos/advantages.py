@@ -129,7 +129,7 @@ def compute_depgpo_advantage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """DepGPO: the trajectory's GRPO advantage times its turn's step factor, on every response token of the turn.
 
-    `step_factors[i]` holds one non-negative factor per turn with mean 1 (spec §7), so the mean over turns of the
+    `step_factors[i]` holds one non-negative factor per turn with mean 1 (docs/credit.md#advantage), so the mean over turns of the
     per-turn advantage equals GRPO's. Unit factors reproduce GRPO exactly; each ablation is only a different factor
     source. Without `turn_ids`, the turns and factors come from the active `TurnBatch` (verl's trainer).
     """

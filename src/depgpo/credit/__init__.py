@@ -1,12 +1,12 @@
-"""Dependency-aware credit assignment (spec `shared/spec/depgpo-credit.md`): from one traced trajectory
+"""Dependency-aware credit assignment (docs/credit.md): from one traced trajectory
 (docs/trajectory-schema.md) to one step factor per model turn.
 
 The stages, one module each:
   records       what every command read and wrote in the tracked scope, the verifier records E, the final state
-  write_credit  survival, direct contribution, the write-reachability graph G_E, Contrib (spec §4)
-  read_credit   salient tokens, information edges, info and q (spec §5)
-  factors       turn credit q_t, step factors and the Table 4 fallbacks (spec §7)
-  explain       each command's role, diagnostics (spec §8), table / JSON / graph rendering
+  write_credit  survival, direct contribution, the write-reachability graph G_E, Contrib (docs/credit.md#write-credit)
+  read_credit   salient tokens, information edges, info and q (docs/credit.md#read-credit)
+  factors       turn credit q_t, step factors and the Table 4 fallbacks (docs/credit.md#step-factors)
+  explain       each command's role, diagnostics (docs/credit.md#diagnostics), table / JSON / graph rendering
   cli           `depgpo credit TRAJ...`
 
 `compute_credit` raises `TrajectoryError` on a trajectory it cannot read; the trainer calls `step_factors_for`,
@@ -26,7 +26,7 @@ from depgpo.credit.factors import (
     unit_factors,
 )
 from depgpo.credit.read_credit import read_credit
-from depgpo.credit.records import Episode, TrajectoryError, parse_episode
+from depgpo.credit.records import EpisodeRecords, TrajectoryError, parse_episode
 from depgpo.credit.write_credit import verifier_records, write_credit
 
 __all__ = [
@@ -125,7 +125,7 @@ def step_factors_for(trajectory: Any, config: CreditConfig = CreditConfig(),
     return result.step_factors, result.fallback
 
 
-def _missing_input(episode: Episode, config: CreditConfig) -> str | None:
+def _missing_input(episode: EpisodeRecords, config: CreditConfig) -> str | None:
     if episode.num_turns == 0:
         return NO_STEPS
     if episode.verifier_source == "none" and config.variant != "no_verifier_filter":
@@ -136,7 +136,7 @@ def _missing_input(episode: Episode, config: CreditConfig) -> str | None:
 
 
 def _fallback_result(trajectory: Any, num_turns: Any, reason: str, variant: str | None, started: float,
-                     episode: Episode | None = None) -> CreditResult:
+                     episode: EpisodeRecords | None = None) -> CreditResult:
     turns = turn_count_hint(trajectory, num_turns)
     commands = trajectory.get("commands") if isinstance(trajectory, dict) else None
     source = episode.verifier_source if episode is not None else None

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from depgpo.credit import CreditConfig, TrajectoryError, compute_credit
-from depgpo.credit.adapters import load_trajectories
 from depgpo.credit.config import VARIANTS
 from depgpo.credit.explain import GRAPH_FORMATS, draw_graph, format_table, to_json
+from depgpo.inference import load_trajectories
 
 BAD_INPUT = 2
 

@@ -1,7 +1,7 @@
-"""Settings of the credit module (spec `shared/spec/depgpo-credit.md`).
+"""Settings of the credit module (the definition: docs/credit.md).
 
-Every point the spec marks "decided here", and every further reading this implementation had to choose, is a
-field with the spec's default, so a run can try the other reading from its Hydra config (`credit.*`).
+Every point the definition leaves to the implementation "decided here", and every further reading this implementation had to choose, is a
+field with the paper's default (docs/credit-decisions.md), so a run can try the other reading from its Hydra config (`credit.*`).
 """
 
 from __future__ import annotations
@@ -12,20 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-# The full method and the Table 2 ablations (spec §6).
+from depgpo.trajectory.scope import CACHE_DIR_NAMES, TEXT_MAX_BYTES, TEXT_MAX_LINES, UNTRACKED_PREFIXES
+
+# The full method and the Table 2 ablations (docs/credit.md#ablations).
 VARIANTS = ("full", "binary_write", "no_verifier_filter", "no_read_credit", "direct_only")
 
-# Spec §2: system and package locations whose files are not records, unless a verifier record lies below them.
-UNTRACKED_PREFIXES = (
-    "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/proc", "/sys", "/dev", "/run",
-    "/var/cache", "/var/lib/apt", "/var/lib/dpkg", "/var/log",
-)
-# Interpreter and package caches, wherever they lie (a venv under /app included).
-UNTRACKED_DIR_NAMES = (
-    "__pycache__", ".cache", "site-packages", "dist-packages", "node_modules", ".npm", ".pytest_cache",
-)
 
-# Spec §5 salient tokens. A text is cut into words by TOKEN_PATTERN (no capturing groups); a word is salient when
+# Salient tokens (docs/credit.md#salient-tokens). A text is cut into words by TOKEN_PATTERN (no capturing groups); a word is salient when
 # one of SALIENT_PATTERNS matches it whole.
 TOKEN_PATTERN = r"[\w.~+/-]*\w"
 SALIENT_PATTERNS = (
@@ -37,34 +30,34 @@ SALIENT_PATTERNS = (
 
 @dataclass(frozen=True)
 class CreditConfig:
-    beta: float = 0.5  # dependency-decay coefficient β of read credit (spec §5, Table 9)
-    indirect_decay: float = 1.0  # γ: indirect(c) = γ · max Contrib(w) over G_E edges c -> w (spec §4)
-    factor_floor: float = 0.0  # α in f_t = (α + q̃_t) / mean(α + q̃) (spec §7)
-    variant: str = "full"  # one of VARIANTS (spec §6)
+    beta: float = 0.5  # dependency-decay coefficient β of read credit (docs/credit.md#decay-per-hop, Table 9)
+    indirect_decay: float = 1.0  # γ: indirect(c) = γ · max Contrib(w) over G_E edges c -> w (docs/credit.md#indirect-contribution)
+    factor_floor: float = 0.0  # α in f_t = (α + q̃_t) / mean(α + q̃) (docs/credit.md#normalisation)
+    variant: str = "full"  # one of VARIANTS (docs/credit.md#ablations)
     enabled: bool = True  # False: the credit module is off, every trajectory gets unit factors
 
-    # Tracked scope (spec §2). None: the trajectory's own `tracked_roots` (else its `workdir`). Directories that hold
+    # Tracked scope (docs/credit.md#tracked-scope). None: the trajectory's own `tracked_roots` (else its `workdir`). Directories that hold
     # a verifier record are always added; an exclusion applies only beneath the deepest of these holding a path.
     tracked_roots: tuple[str, ...] | None = None
     untracked_prefixes: tuple[str, ...] = UNTRACKED_PREFIXES
-    untracked_dir_names: tuple[str, ...] = UNTRACKED_DIR_NAMES
+    untracked_dir_names: tuple[str, ...] = CACHE_DIR_NAMES
 
-    # Line-level tracking limits (spec §2); a larger write is scored at record level even if the trace has lines.
-    text_max_bytes: int = 1 << 20
-    text_max_lines: int = 20_000
+    # Line-level tracking limits (docs/credit.md#line-level); a larger write is scored at record level even if the trace has lines.
+    text_max_bytes: int = TEXT_MAX_BYTES
+    text_max_lines: int = TEXT_MAX_LINES
 
     token_pattern: str = TOKEN_PATTERN
     salient_token_patterns: tuple[str, ...] = SALIENT_PATTERNS
 
-    # Readings the spec leaves open (see the module docstrings of write_credit and read_credit):
+    # Readings the definition leaves open (see the module docstrings of write_credit and read_credit):
     # binary_write: D_c holds only the E records whose content of c survived (False: every record of W(c) ∩ E).
     binary_requires_survival: bool = True
     # A token shown by an earlier observation is no longer "first revealed" (False: every observation that shows a
     # token absent from the instruction and from earlier command text is a source of information edges).
     reveal_once: bool = True
-    # q̃_t = (q_t - min q) / Δ ("range", spec §7) or q_t / max q ("max", the minimum turn keeps some weight).
+    # q̃_t = (q_t - min q) / Δ ("range", docs/credit.md#normalisation) or q_t / max q ("max", the minimum turn keeps some weight).
     factor_scale: str = "range"
-    # Δ = max q - min q at or below this gives unit factors (spec §7, Table 4).
+    # Δ = max q - min q at or below this gives unit factors (docs/credit.md#fallbacks, Table 4).
     min_credit_range: float = 1e-9
 
     def __post_init__(self) -> None:

@@ -1,5 +1,5 @@
 """What a credit result means: each command's role (the wording of the paper's Tables 12-14), the diagnostics of
-spec §8 (Table 11), and renderings for people: a table, a JSON object, a dependency-graph figure (Figures 2-4).
+docs/credit.md#diagnostics (Table 11), and renderings for people: a table, a JSON object, a dependency-graph figure (Figures 2-4).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def command_role(command: Command, direct: float, indirect: float, info: float, 
     return "read with no downstream use" if read_agent_output else "no recorded dependency"
 
 
-# ---- diagnostics (spec §8) -------------------------------------------------------------------------------------
+# ---- diagnostics (docs/credit.md#diagnostics) -------------------------------------------------------------------------------------
 
 def trajectory_diagnostics(commands: Sequence[CommandCredit], num_commands: int, factors: Sequence[float],
                            fallback: str | None, verifier_source: str | None, variant: str | None,

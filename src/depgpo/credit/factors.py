@@ -1,4 +1,4 @@
-"""Turn credit and step factors (spec §7), with the Table 4 fallbacks to unit factors.
+"""Turn credit and step factors (docs/credit.md#step-factors), with the Table 4 fallbacks to unit factors.
 
 A fallback reason is "<category>" or "<category>: <detail>"; the category alone goes into the diagnostics so
 that per-update counts stay few and stable.
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from depgpo.credit.config import CreditConfig
+from depgpo.trajectory.schema import MAX_TURNS
 
 # Table 4 fallback categories.
 NO_STEPS = "no step information"
@@ -21,9 +22,6 @@ NO_POSITIVE_TURN = "no turn has positive credit"
 EQUAL_CREDIT = "equal credit on every turn"
 EXCEPTION = "exception"
 
-# More turns than this marks a corrupt record (a 32k-token context holds a few hundred turns at most); the bound
-# keeps garbage such as `"turn": 10**12` from allocating factors.
-MAX_TURNS = 100_000
 
 
 def fallback_category(reason: str | None) -> str | None:

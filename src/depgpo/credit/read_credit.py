@@ -1,7 +1,7 @@
-"""Read credit (spec §5): a command is a supporting read when its observation showed the agent a salient token
+"""Read credit (docs/credit.md#read-credit): a command is a supporting read when its observation showed the agent a salient token
 that a later credited command then used, in its command text or in the content it wrote.
 
-Readings this module had to choose, beyond the spec's text:
+Readings this module had to choose, beyond the definition's text:
 - A token shown by an earlier observation is not revealed again (config `reveal_once`): the first observation
   that shows it is the only source of information edges for it.
 - A command's own text counts as earlier than its observation, so `echo 63841` reveals nothing.
@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from depgpo.credit.config import CreditConfig
-from depgpo.credit.records import Episode
+from depgpo.credit.records import EpisodeRecords
 
 _ESCAPES = re.compile(r"\\[ntr]")
 
@@ -35,7 +35,7 @@ def salient_tokens(text: str, config: CreditConfig) -> set[str]:
     return {word for word in set(config.token_regex.findall(_ESCAPES.sub(" ", text))) if is_salient(word)}
 
 
-def read_credit(episode: Episode, contrib: list[float], config: CreditConfig) -> ReadCredit:
+def read_credit(episode: EpisodeRecords, contrib: list[float], config: CreditConfig) -> ReadCredit:
     count = len(episode.commands)
     info, q, edges = [0.0] * count, [0.0] * count, []
     if config.variant == "no_read_credit":
@@ -54,7 +54,7 @@ def read_credit(episode: Episode, contrib: list[float], config: CreditConfig) ->
     return ReadCredit(info, q, edges)
 
 
-def _revealers(episode: Episode, config: CreditConfig) -> dict[str, list[int]]:
+def _revealers(episode: EpisodeRecords, config: CreditConfig) -> dict[str, list[int]]:
     """For every salient token, the commands whose observation revealed it: it was in neither the instruction nor
     any earlier command text (nor, with `reveal_once`, any earlier observation)."""
     known = salient_tokens(episode.instruction, config)

@@ -1,4 +1,4 @@
-"""From a trajectory dict (docs/trajectory-schema.md) to what each command read and wrote (spec §2-3).
+"""From a trajectory dict (docs/trajectory-schema.md) to what each command read and wrote (docs/credit.md#resources).
 
 `parse_episode` checks every field it uses and raises `TrajectoryError` naming the first bad one, so the credit
 code after it works on typed, in-scope records only: per command its read set R(c) and write set W(c), the
@@ -8,8 +8,6 @@ verifier records E, and the state the verifier saw.
 from __future__ import annotations
 
 import fnmatch
-import math
-import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,19 +15,11 @@ from functools import cached_property
 from typing import Any
 
 from depgpo.credit.config import CreditConfig
-from depgpo.credit.factors import MAX_TURNS
-
-GLOB_CHARS = re.compile(r"[*?\[]")
-# trajectory.json versions this code reads (docs/trajectory-schema.md); the producer's: env.episode.SCHEMA_VERSION
-SCHEMA_VERSIONS = (1,)
-
-
-class TrajectoryError(ValueError):
-    """The trajectory lacks a field the credit needs, or holds one of the wrong type; `field` names it."""
-
-    def __init__(self, field_name: str, problem: str):
-        super().__init__(f"{field_name}: {problem}")
-        self.field = field_name
+from depgpo.trajectory.load import TrajectoryError, check_header
+from depgpo.trajectory.load import field as _get
+from depgpo.trajectory.load import items as _items
+from depgpo.trajectory.schema import MAX_TURNS
+from depgpo.trajectory.scope import GLOB_CHARS, record_directory
 
 
 @dataclass(frozen=True)
@@ -43,7 +33,7 @@ class FileWrite:
 
     @property
     def weight(self) -> int:
-        """n(c, x) of spec §4: the number of lines written, 1 for a record-level write."""
+        """n(c, x) of docs/credit.md#direct-contribution: the number of lines written, 1 for a record-level write."""
         return len(self.lines) if self.lines is not None else 1
 
     @cached_property
@@ -82,12 +72,12 @@ class Command:
 
     @property
     def is_write(self) -> bool:
-        """Member of C_w: a non-empty tracked write set, deletions and started processes included (spec §3)."""
+        """Member of C_w: a non-empty tracked write set, deletions and started processes included (docs/credit.md#effects)."""
         return bool(self.writes or self.deletions or self.ports_bound or self.processes)
 
     @property
     def written_text(self) -> str:
-        """The content this command wrote to line-tracked files (a target of information edges, spec §5)."""
+        """The content this command wrote to line-tracked files (a target of information edges, docs/credit.md#information-edges)."""
         return "\n".join(line for write in self.writes for line in write.lines or ())
 
 
@@ -127,10 +117,7 @@ class VerifierRecords:
         self.records = frozenset(records)  # a glob is also kept verbatim: a file may be named `a[1].txt`
         self._glob = re.compile("|".join(fnmatch.translate(glob) for glob in globs)) if globs else None
         # Directories that hold a file record (for a glob, the directory above its first wildcard).
-        self.directories = sorted({
-            posixpath.dirname(record[:GLOB_CHARS.search(record).start()] if record in globs else record)
-            for record in records if record.startswith("/")
-        })
+        self.directories = sorted({record_directory(record) for record in records if record.startswith("/")})
 
     def __contains__(self, record: str) -> bool:
         return record in self.records or (self._glob is not None and self._glob.match(record) is not None)
@@ -140,7 +127,7 @@ class VerifierRecords:
 
 
 class TrackedScope:
-    """Spec §2: file records count under the tracked roots and the directories that hold a verifier record; the
+    """docs/credit.md#tracked-scope: file records count under the tracked roots and the directories that hold a verifier record; the
     system and cache exclusions apply only beneath the deepest of these that holds the path, so a verifier record
     in /opt/svc makes /opt/svc tracked while /app/__pycache__ stays untracked."""
 
@@ -170,7 +157,9 @@ def _as_prefix(path: str) -> str:
 
 
 @dataclass
-class Episode:
+class EpisodeRecords:
+    """One trajectory as the credit reads it: typed, in-scope records only."""
+
     instruction: str
     commands: list[Command]
     num_turns: int
@@ -179,55 +168,9 @@ class Episode:
     final: FinalState
 
 
-# ---- reading fields -------------------------------------------------------------------------------------------
-
-_REQUIRED = object()
-_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "a list", dict: "an object"}
-
-
-def _get(mapping: dict, key: str, kind: type, where: str, default: Any = _REQUIRED) -> Any:
-    """`mapping[key]` checked against `kind`; a null or absent optional field gives `default`."""
-    name = f"{where}.{key}" if where else key
-    value = mapping.get(key)
-    if value is None:
-        if default is _REQUIRED:
-            raise TrajectoryError(name, "missing" if key not in mapping else "is null")
-        return default
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TrajectoryError(name, f"expected {_TYPE_NAMES[kind]}, got {type(value).__name__}")
-    return value
-
-
-def _items(mapping: dict, key: str, kind: type, where: str) -> list:
-    """An optional list field whose items must all be of `kind`."""
-    values = _get(mapping, key, list, where, [])
-    for position, value in enumerate(values):
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise TrajectoryError(f"{where}.{key}[{position}]", f"expected {_TYPE_NAMES[kind]}, "
-                                                                 f"got {type(value).__name__}")
-    return values
-
-
 # ---- parsing --------------------------------------------------------------------------------------------------
 
-def check_header(trajectory: dict) -> None:
-    """The fields every reader of a trajectory relies on: a known `schema_version` (when the record has one, as
-    every trajectory.json does) and a numeric or null `verifier.reward`; raises TrajectoryError saying the fix."""
-    if "schema_version" in trajectory:
-        version = trajectory["schema_version"]
-        if isinstance(version, bool) or not isinstance(version, int) or version not in SCHEMA_VERSIONS:
-            known = ", ".join(map(str, SCHEMA_VERSIONS))
-            raise TrajectoryError("schema_version", f"unknown version {version!r}; this depgpo reads version {known} "
-                                  "(docs/trajectory-schema.md): re-record it with `depgpo run-episode`, or convert it")
-    verifier = trajectory.get("verifier")
-    reward = verifier.get("reward") if isinstance(verifier, dict) else None
-    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))
-                               or not math.isfinite(reward)):
-        raise TrajectoryError("verifier.reward", f"expected a number or null, got {reward!r}; write the verifier's "
-                              "reward in [0, 1] (e.g. \"reward\": 1.0), or null when it is unknown")
-
-
-def parse_episode(trajectory: Any, config: CreditConfig, num_turns: int | None = None) -> Episode:
+def parse_episode(trajectory: Any, config: CreditConfig, num_turns: int | None = None) -> EpisodeRecords:
     if not isinstance(trajectory, dict):
         raise TrajectoryError("trajectory", f"expected an object, got {type(trajectory).__name__}")
     check_header(trajectory)
@@ -236,7 +179,7 @@ def parse_episode(trajectory: Any, config: CreditConfig, num_turns: int | None =
     scope = TrackedScope(_tracked_roots(trajectory, config), verifier_records.directories, config)
     raw_commands = _get(trajectory, "commands", list, "")
     commands = [_parse_command(raw, index, scope, config) for index, raw in enumerate(raw_commands)]
-    return Episode(
+    return EpisodeRecords(
         instruction=_get(trajectory, "instruction", str, "", ""),
         commands=commands,
         num_turns=_count_turns(commands, num_turns),

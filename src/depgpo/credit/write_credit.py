@@ -1,7 +1,7 @@
-"""Write credit (spec §4): how much of what a write command produced reaches the verifier records E, directly or
+"""Write credit (docs/credit.md#write-credit): how much of what a write command produced reaches the verifier records E, directly or
 through later write commands that used it.
 
-Readings this module had to choose, beyond the spec's text:
+Readings this module had to choose, beyond the definition's text:
 - A deletion is no G_E source: a deleted record holds no content, so `rm x` before a write that stats `x` earns
   nothing from it (otherwise Table 14 t6 would inherit t7's credit).
 - A connect to a port reads the version written by the latest earlier command that bound it; a /proc probe reads
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from depgpo.credit.config import CreditConfig
-from depgpo.credit.records import Command, Episode, FileWrite, VerifierRecords
+from depgpo.credit.records import Command, EpisodeRecords, FileWrite, VerifierRecords
 
 
 @dataclass
@@ -34,7 +34,7 @@ class WriteCredit:
     verifier_edges: list[tuple[int, str, float]]  # (c, record of W(c) ∩ E, surv(c, record))
 
 
-def verifier_records(episode: Episode, config: CreditConfig) -> VerifierRecords:
+def verifier_records(episode: EpisodeRecords, config: CreditConfig) -> VerifierRecords:
     """E; without verifier filtering (Table 2), every record an agent command wrote that the final state holds."""
     if config.variant != "no_verifier_filter":
         return episode.verifier
@@ -48,7 +48,7 @@ def verifier_records(episode: Episode, config: CreditConfig) -> VerifierRecords:
     return VerifierRecords(sorted(present))
 
 
-def write_credit(episode: Episode, verifier: VerifierRecords, config: CreditConfig) -> WriteCredit:
+def write_credit(episode: EpisodeRecords, verifier: VerifierRecords, config: CreditConfig) -> WriteCredit:
     history = _FileHistory(episode.commands)
     direct, verifier_edges = [], []
     for command in episode.commands:
@@ -134,7 +134,7 @@ class _FileHistory:
 
 
 def _records_in_verifier(command: Command, verifier: VerifierRecords, history: _FileHistory,
-                         episode: Episode) -> Iterator[tuple[str, int, float]]:
+                         episode: EpisodeRecords) -> Iterator[tuple[str, int, float]]:
     """(record, n(c, x), surv(c, x)) for each record x of W(c) ∩ E."""
     final = episode.final
     for write in command.writes:
@@ -151,14 +151,14 @@ def _records_in_verifier(command: Command, verifier: VerifierRecords, history: _
             yield process.record, 1, 1.0 if final.process_alive(command.index, process) else 0.0
 
 
-def _deletion_survival(index: int, path: str, history: _FileHistory, episode: Episode) -> float:
-    """A deletion counts when the verifier inspects the path and finds it absent (spec §4)."""
+def _deletion_survival(index: int, path: str, history: _FileHistory, episode: EpisodeRecords) -> float:
+    """A deletion counts when the verifier inspects the path and finds it absent (docs/credit.md#survival)."""
     final = episode.final.files.get(path)
     absent = final is not None and not final.exists
     return 1.0 if absent and history.last_writer(path) < index else 0.0
 
 
-def _file_survival(index: int, write: FileWrite, history: _FileHistory, episode: Episode) -> float:
+def _file_survival(index: int, write: FileWrite, history: _FileHistory, episode: EpisodeRecords) -> float:
     if history.deleted_after(write.path, index):  # even if the file was recreated later (Table 14 t4)
         return 0.0
     final = episode.final.files.get(write.path)

@@ -25,41 +25,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depgpo.env.images import DEFAULT_CACHE, image_dir, system_root_for
-from depgpo.env.filestate import MISSING, FileVersion, StatWalk, lines_written, read_version
+from depgpo.env.filestate import StatWalk, lines_written, read_version
 from depgpo.env.judge import kept_effects, merged_effects, run_verifier
 from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
-                                launcher_argv, owned_private_dir, reap_uid, remove_layout, sweep_leftovers, under)
+                                launcher_argv, owned_private_dir, reap_uid, remove_layout, sweep_leftovers)
 from depgpo.env.shell import ShellSession, truncate_observation
 from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering, reward_written_by_agent_code
-from depgpo.env.trace_parser import CommandEffects, TraceParser
+from depgpo.env.trace_log import TraceLog
+from depgpo.env.trace_parser import TraceParser
+from depgpo.env.trace_state import SegmentEffects
+from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
 from depgpo.env.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
 from depgpo.tasks import Task, offline_test_command
-
-SCHEMA_VERSION = 1
-# Locations whose files are never records (spec section 2: system and package locations, caches).
-UNTRACKED_PREFIXES = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/opt", "/proc", "/sys", "/dev", "/run",
-                      "/var/lib", "/var/cache", "/var/log", "/.depgpo", "/.depgpo_mark", "/logs")
-PARSER_SKIPPED_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/", "/proc/sys/", "/sys/")
-UNTRACKED_PARTS = ("/__pycache__/", "/.cache/", "/site-packages/", "/dist-packages/", "/.npm/")
-
-
-def keep_path(path: str, workdir: str | None = None) -> bool:
-    """Cheap filter applied by the trace parser to every path. The workdir is tracked even where it lies under an
-    untracked prefix (an image's WORKDIR /usr/src/app); caches are not, wherever they lie."""
-    if under(path, UNTRACKED_PREFIXES) and not (workdir and under(path, (workdir,))):
-        return False
-    return not any(part in path for part in UNTRACKED_PARTS) and not path.endswith(".pyc")
+from depgpo.trajectory.schema import (MISSING, CommandEffects, CommandRecord, FileVersion, Trajectory,
+                                      make_trajectory, unverified)
+from depgpo.trajectory.scope import is_record_path, tracked_roots
 
 
 class HarnessFailure(RuntimeError):
     """The harness (not the agent's command) failed; the episode has ended and its trajectory is written."""
 
 
-class TraceLimit(RuntimeError):
-    """The agent's commands flooded the tracer past SandboxLimits.trace_bytes: the episode ends, reward 0."""
-
-
-TRACE_CHUNK = 16 << 20  # bytes of strace log parsed at a time
 _swept: set[Path] = set()  # work roots whose leftovers this process has already swept
 
 
@@ -88,7 +74,7 @@ class Episode:
     def __init__(self, task: Task, config: EpisodeConfig | None = None, out_dir: Path | None = None):
         self.task, self.config = task, config or EpisodeConfig()
         self.out_dir = Path(out_dir) if out_dir else None
-        self.commands: list[dict] = []
+        self.commands: list[CommandRecord] = []
         self.errors: list[str] = []
         self.verifier: dict | None = None
         self.final: dict | None = None
@@ -150,7 +136,7 @@ class Episode:
         self.timings["setup_s"] = time.monotonic() - t0
 
     def _keep_path(self, path: str) -> bool:
-        return keep_path(path, self.layout.workdir)
+        return is_record_path(path, self.layout.workdir)
 
     def _preexec(self) -> None:
         self._cgroups.enter()
@@ -164,14 +150,14 @@ class Episode:
             self._feed_trace()
         # /etc stays parsed: commands can write there (copy-on-write) and verifiers read configs from it.
         # A workdir under /usr or /opt (an image's WORKDIR /usr/src/app) is tracked like /app: its prefix stays parsed.
-        skipped = tuple(p for p in PARSER_SKIPPED_PREFIXES if not (self.layout.workdir + "/").startswith(p))
+        skipped = tuple(p for p in FAST_SKIP_PREFIXES if not (self.layout.workdir + "/").startswith(p))
         self._shell_starts += 1
         self.layout.trace_name = f"trace-{self._shell_starts}.log"
-        self._trace_offset = 0
         self.shell = ShellSession(launcher_argv(self.layout, self.config.limits), preexec=self._preexec,
                                   first_command=len(self.commands))
         self.parser = TraceParser(keep_path=self._keep_path, untracked_prefixes=skipped,
                                   valid_marks=self.shell.valid_marks)
+        self._trace = TraceLog(self.layout.trace_log, self.layout.traces, self.config.limits.trace_bytes, self.parser)
         self._feed_trace()
 
     def _seed_workdir(self) -> None:
@@ -246,31 +232,9 @@ class Episode:
     def _feed_trace(self) -> None:
         t0 = time.monotonic()
         try:
-            fh = open(self.layout.trace_log, "rb")
-        except FileNotFoundError:
-            return
-        with fh:
-            fh.seek(self._trace_offset)
-            for chunk in iter(lambda: fh.read(TRACE_CHUNK), b""):  # bounded memory, however large the log
-                # Whole lines only: strace may be mid-line, and a half-written UTF-8 sequence must not be decoded.
-                whole = chunk[:chunk.rfind(b"\n") + 1]
-                self._trace_offset += len(whole)
-                self.parser.feed(whole.decode("utf-8", "replace"))
-                if len(whole) < len(chunk):
-                    fh.seek(self._trace_offset)
-                    if not whole:
-                        break
-        self.timings["parse_s"] += time.monotonic() - t0
-        if self._trace_full():
-            raise TraceLimit(f"the episode's commands made more than {self.config.limits.trace_bytes} bytes of "
-                             "trace (SandboxLimits.trace_bytes); the episode ends here")
-
-    def _trace_full(self) -> bool:
-        try:
-            st = os.statvfs(self.layout.traces)
-        except OSError:
-            return False
-        return os.path.ismount(self.layout.traces) and st.f_bavail * st.f_frsize < 4 << 20
+            self._trace.feed()
+        finally:
+            self.timings["parse_s"] += time.monotonic() - t0
 
     def run_command(self, text: str, turn: int | None = None, timeout_s: float | None = None) -> dict:
         """Run one command (a keystroke batch or one bash tool call) and record its effects. Raises only
@@ -284,7 +248,7 @@ class Episode:
             self.commands.append({"index": len(self.commands), "turn": len(self.commands) if turn is None else turn,
                                   "text": text, "observation": "", "exit_code": None, "timed_out": False,
                                   "duration_s": 0.0, "harness_error": f"{type(e).__name__}: {e}",
-                                  **self._effects_record(CommandEffects(), walk=False)})
+                                  **self._effects_record(SegmentEffects(), walk=False)})
             raise HarnessFailure(self.errors[-1]) from e
 
     def record_failure(self, what: str, e: BaseException) -> None:
@@ -293,9 +257,8 @@ class Episode:
             return
         self.failed = True
         self.errors.append(f"{what}: {type(e).__name__}: {e}")
-        self.verifier = {"E": [], "E_detail": [], "E_source": "none", "reward": 0.0, "reward_source": "error",
-                         "tests": {}, "exit_code": None, "output": "", "duration_s": 0.0, "tampering": [],
-                         "error": f"episode ended by a harness failure: {type(e).__name__}: {e}"}
+        self.verifier = unverified([], f"episode ended by a harness failure: {type(e).__name__}: {e}", reward=0.0,
+                                   reward_source="error", duration_s=0.0, tampering=[])
         if self._closed:
             self._save()
 
@@ -309,7 +272,7 @@ class Episode:
         self._feed_trace()
         effects = self.parser.summary(index)
         self._parser_of[index] = self.parser
-        record = {
+        record: CommandRecord = {
             "index": index, "turn": index if turn is None else turn, "text": text,
             "observation": truncate_observation(result.output, omitted=result.omitted_bytes),
             "exit_code": result.exit_code,
@@ -340,7 +303,7 @@ class Episode:
             return f"inodes: {self.config.limits.disk_inodes}"
         return None
 
-    def _effects_record(self, fx, walk: bool = True) -> dict:
+    def _effects_record(self, fx: SegmentEffects, walk: bool = True) -> CommandEffects:
         renamed_to = {dst for _, dst in fx.renamed}
         traced_writes = fx.opened_for_write | fx.created | renamed_to
         changed = self._walk.changes() if walk else set()
@@ -467,7 +430,7 @@ class Episode:
         files = {}
         for path in sorted(self._agent_written):
             v = self._cache.get(path, MISSING)
-            files[path] = {"exists": v.exists, "hash": v.hash, "lines": v.lines}
+            files[path] = v.as_final()
         return {"files": files}
 
     def _final_processes(self) -> None:
@@ -486,7 +449,7 @@ class Episode:
             path = d["record"]
             if path.startswith("/") and path not in self.final["files"]:
                 v = self._cache.get(path) or read_version(self.layout, path) or MISSING
-                self.final["files"][path] = {"exists": v.exists, "hash": v.hash, "lines": v.lines}
+                self.final["files"][path] = v.as_final()
 
     # ---------------------------------------------------------------- output
     def _refresh_background_effects(self) -> None:
@@ -498,20 +461,16 @@ class Episode:
             for proc in command["processes_started"]:
                 proc["name"] = self._process_names.get(proc["pid"], proc["name"])
 
-    def trajectory(self) -> dict:
+    def trajectory(self) -> Trajectory:
         E = self.verifier["E"] if self.verifier else []
-        e_dirs = sorted({os.path.dirname(r) for r in E if r.startswith("/")})
         workdir = self.layout.workdir if hasattr(self, "layout") else self.task.workdir  # an image's WORKDIR wins
-        tracked = [workdir] + [d for d in e_dirs if not d.startswith(workdir.rstrip("/") + "/") and d != workdir]
         timings = {k: round(v, 4) for k, v in self.timings.items()}
         timings["total_s"] = round(sum(v for k, v in self.timings.items() if k != "parse_s"), 4)
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "task": {"id": self.task.id, "path": str(self.task.root), "format": self.task.format},
-            "instruction": self.task.instruction, "workdir": workdir, "tracked_roots": tracked,
-            "source": "traced", "commands": self.commands, "verifier": self.verifier, "final": self.final,
-            "timings": timings, "errors": self.errors,
-        }
+        return make_trajectory(
+            task={"id": self.task.id, "path": str(self.task.root), "format": self.task.format},
+            instruction=self.task.instruction, workdir=workdir, tracked_roots=tracked_roots(workdir, E),
+            source="traced", commands=self.commands, verifier=self.verifier, final=self.final,
+            timings=timings, errors=self.errors)
 
     def _save(self) -> None:
         """trajectory.json, written once at the end (and the per-command partial file removed)."""

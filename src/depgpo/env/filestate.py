@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depgpo.env.sandbox import SandboxLayout
-
-TEXT_MAX_BYTES = 1 << 20
-TEXT_MAX_LINES = 20_000
+from depgpo.trajectory.schema import MISSING, FileVersion
+from depgpo.trajectory.scope import TEXT_MAX_BYTES, TEXT_MAX_LINES
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _SYS_OPENAT2 = 437
@@ -86,16 +85,6 @@ def read_text(layout: SandboxLayout, sandbox_path: str, limit: int = TEXT_MAX_BY
         return None
     with os.fdopen(fd, "rb") as fh:
         return fh.read(limit).decode("utf-8", "replace")
-
-
-@dataclass
-class FileVersion:
-    exists: bool
-    hash: str | None = None                # "sha256:…", "dir", "symlink", "special"
-    lines: list[str] | None = None         # text content (None for non-text)
-
-
-MISSING = FileVersion(exists=False)
 
 
 def read_version(layout: SandboxLayout, sandbox_path: str) -> FileVersion | None:

@@ -20,7 +20,8 @@ from pathlib import Path
 from depgpo.env.sandbox import SandboxLayout, SandboxLimits, verifier_argv
 from depgpo.env.shell import ShellSession, _descendants
 from depgpo.env.strace_flags import MARK_DIR
-from depgpo.env.trace_parser import PATH_KINDS, RECORD_KINDS, CommandEffects, ProcInfo, TraceParser
+from depgpo.env.trace_parser import TraceParser
+from depgpo.env.trace_state import PATH_KINDS, RECORD_KINDS, ProcInfo, SegmentEffects
 
 HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # nsenter, strace, setpriv, prlimit, bwrap: the host's
 
@@ -30,7 +31,7 @@ class VerifierRun:
     output: str                # its stdout and stderr, at most output_limit bytes
     exit_code: int | None      # None when it timed out
     error: str | None          # timed out, or could not be started: the reward is then 0
-    effects: CommandEffects    # from its own trace, every path kept; agent processes under their agent pids
+    effects: SegmentEffects    # from its own trace, every path kept; agent processes under their agent pids
     trace: Path                # its own strace log
     mark: str                  # the trace path its script's first line looked up: where its own events begin
 
@@ -98,7 +99,7 @@ def _agent_pids_in_p1(p1_init: int) -> dict[int, int]:
     return mapping
 
 
-def _parse_trace(path: Path, nonce: str, pid_map: dict[int, int], agent_processes: list[ProcInfo]) -> CommandEffects:
+def _parse_trace(path: Path, nonce: str, pid_map: dict[int, int], agent_processes: list[ProcInfo]) -> SegmentEffects:
     """The verifier's own trace from its script's mark on (segment 0), every path kept: tampering looks in system
     directories too. Probes and kills of agent processes are reported under their agent pids."""
     parser = TraceParser(untracked_prefixes=(), valid_marks={f"-1/{nonce}"})
@@ -133,12 +134,12 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         pass
 
 
-def kept_effects(effects: CommandEffects, keep) -> CommandEffects:
+def kept_effects(effects: SegmentEffects, keep) -> SegmentEffects:
     """`effects` with only the paths `keep` accepts (the episode's tracked scope), as the agent's parser keeps."""
     return replace(effects, **{kind: {p for p in getattr(effects, kind) if keep(p)} for kind in PATH_KINDS})
 
 
-def merged_effects(a: CommandEffects, b: CommandEffects) -> CommandEffects:
-    merged = CommandEffects(**{kind: getattr(a, kind) | getattr(b, kind) for kind in RECORD_KINDS})
+def merged_effects(a: SegmentEffects, b: SegmentEffects) -> SegmentEffects:
+    merged = SegmentEffects(**{kind: getattr(a, kind) | getattr(b, kind) for kind in RECORD_KINDS})
     merged.probed, merged.killed = [*a.probed, *b.probed], [*a.killed, *b.killed]
     return merged

@@ -1,6 +1,6 @@
 """One sandbox per episode: bubblewrap over copy-on-write system directories, traced by strace as pid 1.
 
-Process chain of the agent (shared/notes/sandbox-and-tracing.md section 0):
+Process chain of the agent (docs/sandbox.md#layout):
 
     unshare --mount --pid --fork --mount-proc      mount namespace M1 + pid namespace P1, as host root
       python -m depgpo.env.sandbox_init            pid 1 of P1: idmapped overlays for /usr /etc /opt /var, then forks
@@ -38,12 +38,14 @@ from pathlib import Path
 
 from depgpo.env.images import TOP_LEVEL_SYSTEM_DIRS, top_level_links
 from depgpo.env.strace_flags import MARK_DIR, strace_argv
+from depgpo.trajectory.scope import HARNESS_DIRS, PSEUDO_DIRS
+from depgpo.trajectory.scope import is_under as under
 
 # System directories that are copy-on-write inside the episode (apt-get / pip install land in the upper layer).
 COW_DIRS = ("usr", "etc", "opt", "var")
 # The sandbox's own mount points: a task's workdir can neither be one nor lie inside one. (It may be /root, /home or
 # /tmp or lie inside them: it is then part of that writable mount, not a mount of its own.)
-RESERVED_DIRS = ("/logs", "/tests", "/.depgpo", "/.depgpo_mark", "/proc", "/sys", "/dev", "/run")
+RESERVED_DIRS = HARNESS_DIRS + PSEUDO_DIRS
 HOME_MOUNTS = ("/tmp", "/root", "/home", "/run")
 # Host files the sandbox's root must not read even though the idmapped /etc shows them as its own.
 MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
@@ -67,11 +69,6 @@ class SandboxLimits:
     disk_inodes: int = 1_000_000      # and its inode count; a breach is ENOSPC inside, recorded by the episode
     trace_bytes: int = 1 << 30        # the strace logs (agent's and verifier's) live on a tmpfs of this size: a
     #                                   command that floods the tracer ends the episode, the host disk never fills
-
-
-def under(path: str, dirs: tuple[str, ...]) -> bool:
-    """`path` is one of `dirs` or lies inside one."""
-    return any(path == d or path.startswith(d + "/") for d in dirs)
 
 
 def checked_workdir(workdir: str) -> str:

@@ -1,7 +1,7 @@
 """The exact strace invocation the sandbox uses and the trace parser understands.
 
-Only metadata syscalls are traced (never read/write: that costs ~37x on I/O-heavy commands, see
-shared/notes/sandbox-and-tracing.md section 3). --seccomp-bpf stops only on these syscalls.
+Only metadata syscalls are traced (never read/write: that costs ~37x on I/O-heavy commands, measured before this
+code existed; docs/benchmarks.md has what the tracer costs now). --seccomp-bpf stops only on these syscalls.
 """
 
 TRACED_SYSCALLS = (

@@ -5,7 +5,7 @@ runs `test -e /.depgpo_mark/K/$?`; that syscall cuts the log into segments: "set
 mark K-1 and mark K, and "verifier" once `begin_verifier()` is called. Feed the log in chunks of any size, from its
 first line, as it grows; ask for `summary(K)` once mark K has been seen.
 
-Attribution (shared/notes/sandbox-and-tracing.md, sections 0 and 4):
+Attribution (docs/sandbox.md#layout):
 - A process forked by the shell while segment K is current is owned by K for its whole life, with its descendants
   and threads. The shell itself (every process that has emitted a mark, so a nested `bash` too) belongs to whichever
   segment is current, so builtins and redirections (`echo > f`, `cd`) count for the running command.
@@ -37,57 +37,15 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
 from typing import Callable
 
 from depgpo.env.strace_flags import MARK_DIR
-
-SETUP = "setup"
-VERIFIER = "verifier"
-Segment = int | str  # command index K >= 0, SETUP or VERIFIER
-
-# CommandEffects fields that hold path records; the temp-file rule removes a path from all of them.
-PATH_KINDS = ("reads", "stats", "missing", "listed", "executed", "opened_for_write", "truncated", "created",
-              "deleted", "dirs_created", "meta")
-RECORD_KINDS = PATH_KINDS + ("ports_bound", "ports_connected")
-# Read-only in the sandbox, and most of every log (interpreter start-up). See TraceParser's untracked_prefixes.
-SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/", "/etc/", "/proc/sys/", "/sys/")
-
-
-@dataclass(frozen=True)
-class ProcInfo:
-    pid: int
-    name: str  # basename of the process's last execve (the parent's name until it execs)
-    owner: Segment  # segment whose command started it
-
-
-@dataclass
-class CommandEffects:
-    """What one segment did. Paths pass the parser's keep_path; ports are `tcp:P`, `udp:P`, `unix:/path`."""
-
-    reads: set[str] = field(default_factory=set)  # opened for reading (O_RDONLY or O_RDWR)
-    stats: set[str] = field(default_factory=set)  # stat/access/readlink that found the path; directories opened
-    missing: set[str] = field(default_factory=set)  # lookups that failed with ENOENT/ENOTDIR
-    listed: set[str] = field(default_factory=set)  # directories read with getdents64
-    executed: set[str] = field(default_factory=set)
-    opened_for_write: set[str] = field(default_factory=set)  # O_WRONLY/O_RDWR/O_CREAT/O_TRUNC, creat, truncate,
-    # link targets, renames of a temp file onto the path (content may or may not have changed)
-    truncated: set[str] = field(default_factory=set)  # O_TRUNC, creat, truncate to 0: the whole content rewritten
-    created: set[str] = field(default_factory=set)  # O_CREAT (the file may have existed), creat, link, symlink,
-    # a temp file renamed onto a path last seen absent
-    deleted: set[str] = field(default_factory=set)  # unlink, rmdir
-    renamed: list[tuple[str, str]] = field(default_factory=list)  # (source, destination), in order
-    dirs_created: set[str] = field(default_factory=set)
-    meta: set[str] = field(default_factory=set)  # chmod, utimensat
-    ports_bound: set[str] = field(default_factory=set)  # by this segment's processes, whenever the bind happened
-    ports_connected: set[str] = field(default_factory=set)
-    spawned: list[ProcInfo] = field(default_factory=list)  # started here, alive when the segment ended
-    killed: list[ProcInfo] = field(default_factory=list)  # agent-owned processes sent a signal other than 0
-    probed: list[ProcInfo] = field(default_factory=list)  # agent-owned processes sent signal 0 or read in /proc/PID
-    # Effects of this segment's background processes during later segments, keyed by the field name above
-    # (a rename counts as "deleted" source + "opened_for_write" destination; killed/probed hold "proc:NAME").
-    late: dict[str, set[str]] = field(default_factory=dict)
-    cwd_end: str | None = None  # the shell's cwd when the segment ended (or now, if it has not)
+from depgpo.env.trace_state import (SETUP, VERIFIER, ProcInfo, Segment, SegmentEffects, SegmentRecord,
+                                    TracedProcess, agent_owned, descends_from, proc_info)
+from depgpo.env.trace_syntax import (AT, AT_ARGS, CHDIR, CREAT, DELETE, EXEC, FAST_SKIP_PREFIXES, FD, FD_ARG,
+                                     FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS, MARK_NEEDLE,
+                                     MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED,
+                                     UNIX_PATH, decoration, resolve_path, skippable_lines, split_result, unescape)
 
 
 class TraceParser:
@@ -101,7 +59,7 @@ class TraceParser:
     """
 
     def __init__(self, keep_path: Callable[[str], bool] = lambda p: True, shell_pid: int | None = None,
-                 untracked_prefixes: tuple[str, ...] = SYSTEM_PREFIXES, valid_marks: set[str] | None = None):
+                 untracked_prefixes: tuple[str, ...] = FAST_SKIP_PREFIXES, valid_marks: set[str] | None = None):
         self._keep_path = keep_path
         # "K/NONCE" of the markers the harness typed (ShellSession.valid_marks, shared, growing): a mark whose path
         # lacks a valid nonce is a plain file call, so a command cannot cut the trace. None: any mark counts.
@@ -110,21 +68,21 @@ class TraceParser:
             for needed in (MARK_DIR + "/0/0", "/proc/1/cmdline"):
                 if needed.startswith(prefix):
                     raise ValueError(f"untracked_prefixes: {prefix!r} would hide {needed!r}; use narrower prefixes")
-        self._skippable = _skippable_lines(untracked_prefixes)
+        self._skippable = skippable_lines(untracked_prefixes)
         self._kept: dict[str, bool] = {}
         self._shell_pid = shell_pid
         self._tail = ""  # an incomplete last line, completed by the next feed()
         self._line_no = 0
         self._unfinished: dict[int, str] = {}  # tid -> start of a call printed as `<unfinished ...>`
-        self._procs: dict[int, _Process] = {}  # live tid -> its process (the threads of a process share one)
+        self._procs: dict[int, TracedProcess] = {}  # live tid -> its process (the threads of a process share one)
         self._root_seen = False
         # Lines of a child printed before its parent's clone returned: replayed once the clone tells who it is.
         self._orphan_lines: dict[int, list[tuple[Segment, str]]] = {}
-        self._segments: dict[Segment, _SegmentRecord] = {}
+        self._segments: dict[Segment, SegmentRecord] = {}
         self._current: Segment = SETUP
         self._in_verifier = False
         self._last_mark: int | None = None
-        self._shell: _Process | None = None  # the shell that emitted the latest mark
+        self._shell: TracedProcess | None = None  # the shell that emitted the latest mark
         self._absent: set[str] = set()  # kept paths whose latest observation was "does not exist"
 
     # ----- public API -----
@@ -146,24 +104,24 @@ class TraceParser:
     def adopt_process(self, pid: int, name: str, owner: Segment) -> None:
         """A live process of another trace (an agent's, for the verifier's own trace, under the pid this trace's
         tracer sees): this trace's probes and kills of `pid` are recorded against it."""
-        self._procs[pid] = _Process(pid, owner, name, None, None, False)
+        self._procs[pid] = TracedProcess(pid, owner, name, None, None, False)
 
     def last_mark(self) -> int | None:
         return self._last_mark
 
-    def summary(self, segment: Segment) -> CommandEffects:
+    def summary(self, segment: Segment) -> SegmentEffects:
         if segment != VERIFIER and not (isinstance(segment, int) and segment >= 0):
             raise ValueError(f"summary(): segment must be a command index >= 0 or {VERIFIER!r}, got {segment!r}")
-        record = self._segments.get(segment) or _SegmentRecord()
+        record = self._segments.get(segment) or SegmentRecord()
         if record.alive_at_end is None:  # still running (or the verifier): what is alive now
             alive = [p for p in self._live_processes() if not p.is_shell and p.owner == segment]
         else:
             alive = record.alive_at_end
-        effects = CommandEffects(**{kind: set(paths) for kind, paths in record.sets.items()})
+        effects = SegmentEffects(**{kind: set(paths) for kind, paths in record.sets.items()})
         effects.renamed = list(record.renamed)
-        effects.spawned = [_info(p) for p in alive]
-        effects.killed = [_info(p) for p in record.killed]
-        effects.probed = [_info(p) for p in record.probed]
+        effects.spawned = [proc_info(p) for p in alive]
+        effects.killed = [proc_info(p) for p in record.killed]
+        effects.probed = [proc_info(p) for p in record.probed]
         effects.late = {kind: {r if isinstance(r, str) else "proc:" + r.name for r in records}
                         for kind, records in record.late.items()}
         if record.cwd_end is not None:
@@ -173,10 +131,10 @@ class TraceParser:
         return effects
 
     def alive_processes(self) -> list[ProcInfo]:
-        return [_info(p) for p in self._live_processes() if _agent_owned(p)]
+        return [proc_info(p) for p in self._live_processes() if agent_owned(p)]
 
     def listening_ports(self) -> list[tuple[str, int]]:
-        held = {(port, p.owner) for p in self._live_processes() if _agent_owned(p) for port in p.ports}
+        held = {(port, p.owner) for p in self._live_processes() if agent_owned(p) for port in p.ports}
         return sorted(held)
 
     # ----- lines -----
@@ -194,8 +152,8 @@ class TraceParser:
             if start is None:
                 return
             rest = start + rest[rest.index(">") + 1:]
-        elif rest.endswith(_UNFINISHED):
-            self._unfinished[tid] = rest[:-len(_UNFINISHED)]
+        elif rest.endswith(UNFINISHED):
+            self._unfinished[tid] = rest[:-len(UNFINISHED)]
             return
         elif rest[0] == "-":  # "--- SIGTERM {...} ---": a signal delivery, not an effect
             return
@@ -205,31 +163,31 @@ class TraceParser:
                 self._orphan_lines.setdefault(tid, []).append((self._current, rest))
                 return
             self._root_seen = True
-            proc = self._procs[tid] = _Process(tid, self._current, "", None, None, tid == self._shell_pid)
+            proc = self._procs[tid] = TracedProcess(tid, self._current, "", None, None, tid == self._shell_pid)
         self._dispatch(proc, tid, self._current, rest)
 
-    def _dispatch(self, proc: _Process, tid: int, seg: Segment, rest: str) -> None:
+    def _dispatch(self, proc: TracedProcess, tid: int, seg: Segment, rest: str) -> None:
         if rest[0] == "+":
             if rest.startswith(("+++ exited", "+++ killed")):
                 self._exit(proc, tid)
             return
         paren = rest.find("(")
         name = rest[:paren]
-        if name in _FILE_CALLS:
-            mark = _MARK_RE.search(rest) if _MARK_NEEDLE in rest else None
+        if name in FILE_CALLS:
+            mark = MARK_RE.search(rest) if MARK_NEEDLE in rest else None
             if mark is not None and self._valid_marks is not None and f"{mark[1]}/{mark[2]}" not in self._valid_marks:
                 mark = None
             if mark is not None:  # a command may name the mark directory itself: then it is a plain file call
                 self._mark(proc, int(mark[1]))
                 return
-            shape, effect = _FILE_CALLS[name]
+            shape, effect = FILE_CALLS[name]
             self._file_call(proc, seg, rest, paren + 1, shape, effect)
         elif name in _PROCESS_CALLS:
             _PROCESS_CALLS[name](self, proc, seg, rest, paren + 1)
 
     # ----- marks and processes -----
 
-    def _mark(self, proc: _Process, mark: int) -> None:
+    def _mark(self, proc: TracedProcess, mark: int) -> None:
         proc.is_shell = True
         self._shell = proc
         if self._last_mark is not None and mark <= self._last_mark:  # re-sent by the harness's recovery
@@ -243,8 +201,8 @@ class TraceParser:
             ended.alive_at_end = [p for p in self._live_processes() if not p.is_shell and p.owner == mark]
         self._current = mark + 1
 
-    def _clone(self, parent: _Process, seg: Segment, rest: str, pos: int) -> None:
-        args, result = _split_result(rest)
+    def _clone(self, parent: TracedProcess, seg: Segment, rest: str, pos: int) -> None:
+        args, result = split_result(rest)
         if not result[:1].isdigit():
             return
         child_tid = int(result.split(None, 1)[0])
@@ -252,19 +210,19 @@ class TraceParser:
             self._procs[child_tid] = parent
         else:
             owner = seg if parent.is_shell else parent.owner
-            self._procs[child_tid] = _Process(child_tid, owner, parent.name, parent.cwd, parent,
+            self._procs[child_tid] = TracedProcess(child_tid, owner, parent.name, parent.cwd, parent,
                                               child_tid == self._shell_pid, set(parent.ports))
         for orphan_seg, orphan_rest in self._orphan_lines.pop(child_tid, ()):
             self._dispatch(self._procs[child_tid], child_tid, orphan_seg, orphan_rest)
 
-    def _exit(self, proc: _Process, tid: int) -> None:
+    def _exit(self, proc: TracedProcess, tid: int) -> None:
         self._procs.pop(tid, None)
         self._unfinished.pop(tid, None)
         if tid == proc.pid:
             proc.alive = False
 
-    def _kill(self, sender: _Process, seg: Segment, rest: str, pos: int) -> None:
-        args, result = _split_result(rest)
+    def _kill(self, sender: TracedProcess, seg: Segment, rest: str, pos: int) -> None:
+        args, result = split_result(rest)
         if result[:1] != "0":
             return
         fields = [arg.strip() for arg in args[pos:].split(",")]
@@ -277,31 +235,31 @@ class TraceParser:
             targets = [self._procs[target]] if target in self._procs else []
         kind = "probed" if signal == "0" else "killed"
         for victim in targets:
-            if _agent_owned(victim) and victim is not sender:
+            if agent_owned(victim) and victim is not sender:
                 self._record_process(sender, seg, kind, victim)
 
-    def _signal_targets(self, sender: _Process, target: int) -> list[_Process]:
+    def _signal_targets(self, sender: TracedProcess, target: int) -> list[TracedProcess]:
         if target > 0:
             return [self._procs[target]] if target in self._procs else []
         if target == -1:
             return self._live_processes()
         if target < -1:  # a process group: approximated by its leader and the leader's descendants
             leader = self._procs.get(-target)
-            return [p for p in self._live_processes() if leader is not None and _descends_from(p, leader)]
+            return [p for p in self._live_processes() if leader is not None and descends_from(p, leader)]
         return []  # kill(0, sig): the sender's own group, whose membership the trace does not show
 
-    def _socket_call(self, proc: _Process, seg: Segment, rest: str, pos: int) -> None:
-        args, result = _split_result(rest)
+    def _socket_call(self, proc: TracedProcess, seg: Segment, rest: str, pos: int) -> None:
+        args, result = split_result(rest)
         call = rest[:pos - 1]
         if not (result[:1] == "0" or (call == "connect" and result.startswith("-1 EINPROGRESS"))):
             return
-        socket = _FD_ARG.match(rest, pos)
+        socket = FD_ARG.match(rest, pos)
         protocol = socket[1] if socket else ""
         if call == "listen":  # port from the -yy decoration, e.g. 3<TCP:[127.0.0.1:8080]>
-            port = _LISTEN_PORT.search(protocol)
+            port = LISTEN_PORT.search(protocol)
             record = f"tcp:{port[1]}" if port and port[1] != "0" else None
         elif "sa_family=AF_INET" in args:
-            port = _INET_PORT.search(args, pos)
+            port = INET_PORT.search(args, pos)
             transport = "udp" if protocol.startswith("UDP") else "tcp"
             record = f"{transport}:{port[1]}" if port and port[1] != "0" else None
         elif "sa_family=AF_UNIX" in args:
@@ -318,48 +276,48 @@ class TraceParser:
         if owner != SETUP:  # a server often binds after its command returned: still that command's port
             self._segment(owner).sets["ports_bound"].add(record)
 
-    def _unix_socket(self, proc: _Process, args: str, pos: int) -> str | None:
-        address = _UNIX_PATH.search(args, pos)
+    def _unix_socket(self, proc: TracedProcess, args: str, pos: int) -> str | None:
+        address = UNIX_PATH.search(args, pos)
         if address is None:
             return None
         if address[1]:  # abstract namespace, no file
-            return "unix:@" + _unescape(address[2])
-        path = _resolve(proc.cwd, _unescape(address[2]))
+            return "unix:@" + unescape(address[2])
+        path = resolve_path(proc.cwd, unescape(address[2]))
         return "unix:" + path if path is not None and self._keep(path) else None
 
     # ----- files -----
 
-    def _file_call(self, proc: _Process, seg: Segment, rest: str, pos: int, shape: str, effect: str) -> None:
-        if effect == _SYMLINK:  # symlink("target", ...): what the link points to is text, not an access
-            pos = _STRING.match(rest, pos).end() + 2
-        if shape == _AT:
-            match = _AT_ARGS.match(rest, pos)
+    def _file_call(self, proc: TracedProcess, seg: Segment, rest: str, pos: int, shape: str, effect: str) -> None:
+        if effect == SYMLINK:  # symlink("target", ...): what the link points to is text, not an access
+            pos = STRING.match(rest, pos).end() + 2
+        if shape == AT:
+            match = AT_ARGS.match(rest, pos)
             if match is None:
                 return
             path = self._resolve_at(proc, match)
             args_end = match.end()
-        elif shape == _FD:
-            match = _FD_ARG.match(rest, pos)
+        elif shape == FD:
+            match = FD_ARG.match(rest, pos)
             if match is None:
                 return
-            path = _decoration(match[1])
+            path = decoration(match[1])
             args_end = match.end()
         else:
-            match = _STRING.match(rest, pos)
+            match = STRING.match(rest, pos)
             if match is None:
                 return
-            path = _resolve(proc.cwd, _unescape(match[1]))
+            path = resolve_path(proc.cwd, unescape(match[1]))
             args_end = match.end()
         if not path or path[0] != "/":  # unresolvable, or an fd that is no file (`1<pipe:[1234]>`)
             return
         result_at = rest.rfind(") = ")
         result = rest[result_at + 4:] if result_at > 0 else "?"
         failed = result[0] in "-?"
-        if effect == _CHDIR:
+        if effect == CHDIR:
             if not failed:
                 proc.cwd = path
             return
-        if effect == _EXEC and not failed:
+        if effect == EXEC and not failed:
             proc.name = posixpath.basename(path)
             proc.ports = set()  # exec closes the sockets it inherited (CLOEXEC, the common case)
         if path.startswith("/proc/"):
@@ -367,47 +325,47 @@ class TraceParser:
                 self._probe_path(proc, seg, path)
             return
         if failed:
-            if result.startswith(_LOOKUP_ERRORS) and self._keep(path):
+            if result.startswith(LOOKUP_ERRORS) and self._keep(path):
                 self._absent.add(path)
                 self._record(proc, seg, "missing", path)
             return
-        if effect == _OPEN:
+        if effect == OPEN:
             self._open(proc, seg, path, rest[args_end:result_at], result)
-        elif effect == _CREAT:
+        elif effect == CREAT:
             self._open(proc, seg, path, "O_WRONLY|O_CREAT|O_TRUNC", result)
-        elif effect == _TRUNCATE:
+        elif effect == TRUNCATE:
             if self._keep(path):
                 self._record(proc, seg, "opened_for_write", path)
                 if rest[args_end:result_at] == ", 0":
                     self._record(proc, seg, "truncated", path)
-        elif effect == _RENAME or effect == _LINK:
-            second = _AT_ARGS.match(rest, args_end + 2) if shape == _AT else _STRING.match(rest, args_end + 2)
+        elif effect == RENAME or effect == LINK:
+            second = AT_ARGS.match(rest, args_end + 2) if shape == AT else STRING.match(rest, args_end + 2)
             if second is None:
                 return
-            target = self._resolve_at(proc, second) if shape == _AT else _resolve(proc.cwd, _unescape(second[1]))
+            target = self._resolve_at(proc, second) if shape == AT else resolve_path(proc.cwd, unescape(second[1]))
             if target is not None:
                 flags = rest[second.end():result_at]
-                if effect == _RENAME:
+                if effect == RENAME:
                     self._rename(proc, seg, path, target, exchange="RENAME_EXCHANGE" in flags)
                 else:
                     self._link(proc, seg, path, target, from_fd="AT_EMPTY_PATH" in flags)
         elif self._keep(path):
-            if effect == _DELETE:
+            if effect == DELETE:
                 self._absent.add(path)
                 self._remove(proc, seg, path)
             else:
                 self._absent.discard(path)
-                if effect == _MKDIR:
+                if effect == MKDIR:
                     self._create(proc, seg, path, certain=True, kind="dirs_created")
-                elif effect == _SYMLINK:
+                elif effect == SYMLINK:
                     self._create(proc, seg, path, certain=True, kind="created")
                 else:
                     self._record(proc, seg, effect, path)
 
-    def _open(self, proc: _Process, seg: Segment, path: str, flags: str, result: str) -> None:
-        returned = _FD_RESULT.match(result)
+    def _open(self, proc: TracedProcess, seg: Segment, path: str, flags: str, result: str) -> None:
+        returned = FD_RESULT.match(result)
         if returned is not None and returned[1].startswith("/"):  # the opened file, symlinks resolved
-            path = _decoration(returned[1])
+            path = decoration(returned[1])
         if "O_TMPFILE" in flags or not self._keep(path):  # an O_TMPFILE file has no name until linkat
             return
         was_absent = path in self._absent
@@ -424,7 +382,7 @@ class TraceParser:
         if "O_TRUNC" in flags:
             self._record(proc, seg, "truncated", path)
 
-    def _rename(self, proc: _Process, seg: Segment, source: str, target: str, exchange: bool) -> None:
+    def _rename(self, proc: TracedProcess, seg: Segment, source: str, target: str, exchange: bool) -> None:
         keep_source, keep_target = self._keep(source), self._keep(target)
         if exchange:  # RENAME_EXCHANGE swaps two existing files: both change content
             for path in (source, target):
@@ -448,7 +406,7 @@ class TraceParser:
                 late.add_late("deleted", source)
                 late.add_late("opened_for_write", target)
 
-    def _link(self, proc: _Process, seg: Segment, source: str, target: str, from_fd: bool) -> None:
+    def _link(self, proc: TracedProcess, seg: Segment, source: str, target: str, from_fd: bool) -> None:
         if not from_fd and self._keep(source):  # the new name shows the source's content
             self._record(proc, seg, "reads", source)
         if self._keep(target):
@@ -456,15 +414,15 @@ class TraceParser:
             self._create(proc, seg, target, certain=True, kind="created")
             self._record(proc, seg, "opened_for_write", target)
 
-    def _probe_path(self, proc: _Process, seg: Segment, path: str) -> None:
-        pid = _PROC_PID.match(path)
+    def _probe_path(self, proc: TracedProcess, seg: Segment, path: str) -> None:
+        pid = PROC_PID.match(path)
         target = self._procs.get(int(pid[1])) if pid else None
-        if target is not None and target is not proc and _agent_owned(target):
+        if target is not None and target is not proc and agent_owned(target):
             self._record_process(proc, seg, "probed", target)
 
     # ----- routing events to segment summaries -----
 
-    def _targets(self, proc: _Process, seg: Segment) -> tuple[_SegmentRecord | None, _SegmentRecord | None]:
+    def _targets(self, proc: TracedProcess, seg: Segment) -> tuple[SegmentRecord | None, SegmentRecord | None]:
         """(summary that gets the event as a main effect, summary that gets it as `late`), either may be None."""
         owner = seg if proc.is_shell else proc.owner
         if owner == seg:
@@ -473,28 +431,28 @@ class TraceParser:
         main = self._segment(VERIFIER) if seg == VERIFIER else None
         return main, late
 
-    def _record(self, proc: _Process, seg: Segment, kind: str, record: str) -> None:
+    def _record(self, proc: TracedProcess, seg: Segment, kind: str, record: str) -> None:
         main, late = self._targets(proc, seg)
         if main is not None:
             main.sets[kind].add(record)
         if late is not None:
             late.add_late(kind, record)
 
-    def _create(self, proc: _Process, seg: Segment, path: str, certain: bool, kind: str) -> None:
+    def _create(self, proc: TracedProcess, seg: Segment, path: str, certain: bool, kind: str) -> None:
         main, late = self._targets(proc, seg)
         if main is not None:
             main.create(path, certain, kind)
         if late is not None:
             late.add_late(kind, path)
 
-    def _remove(self, proc: _Process, seg: Segment, path: str) -> None:
+    def _remove(self, proc: TracedProcess, seg: Segment, path: str) -> None:
         main, late = self._targets(proc, seg)
         if main is not None:
             main.remove(path)
         if late is not None:
             late.add_late("deleted", path)
 
-    def _record_process(self, proc: _Process, seg: Segment, kind: str, target: _Process) -> None:
+    def _record_process(self, proc: TracedProcess, seg: Segment, kind: str, target: TracedProcess) -> None:
         """Processes are kept, not their names: a job killed or probed before it exec'd gets its program's name."""
         main, late = self._targets(proc, seg)
         if main is not None:
@@ -504,10 +462,10 @@ class TraceParser:
 
     # ----- helpers -----
 
-    def _segment(self, label: Segment) -> _SegmentRecord:
+    def _segment(self, label: Segment) -> SegmentRecord:
         record = self._segments.get(label)
         if record is None:
-            record = self._segments[label] = _SegmentRecord()
+            record = self._segments[label] = SegmentRecord()
         return record
 
     def _keep(self, path: str) -> bool:
@@ -516,191 +474,23 @@ class TraceParser:
             kept = self._kept[path] = bool(self._keep_path(path))
         return kept
 
-    def _live_processes(self) -> list[_Process]:
+    def _live_processes(self) -> list[TracedProcess]:
         unique = {p.pid: p for p in self._procs.values() if p.alive}
         return [unique[pid] for pid in sorted(unique)]
 
-    def _resolve_at(self, proc: _Process, match: re.Match) -> str | None:
+    def _resolve_at(self, proc: TracedProcess, match: re.Match) -> str | None:
         dirfd, directory, path = match[1], match[2], match[3]
         if directory is not None:
-            directory = _decoration(directory)
+            directory = decoration(directory)
             if dirfd == "AT_FDCWD":
                 proc.cwd = directory  # free cwd tracking
         elif dirfd == "AT_FDCWD":
             directory = proc.cwd
         if not path:  # NULL or "" with AT_EMPTY_PATH: the fd itself
             return directory
-        return _resolve(directory, _unescape(path))
+        return resolve_path(directory, unescape(path))
 
 
-class _Process:
-    __slots__ = ("pid", "owner", "name", "cwd", "parent", "is_shell", "ports", "alive")
-
-    def __init__(self, pid: int, owner: Segment, name: str, cwd: str | None, parent: _Process | None,
-                 is_shell: bool, ports: set[str] | None = None):
-        self.pid = pid  # thread-group id
-        self.owner = owner
-        self.name = name
-        self.cwd = cwd
-        self.parent = parent
-        self.is_shell = is_shell  # has emitted a mark: its own syscalls belong to the current segment
-        self.ports = ports if ports is not None else set()  # sockets it bound or inherited (until it execs)
-        self.alive = True
-
-
-class _SegmentRecord:
-    """One segment's effects, updated in log order so that temporary files can be folded away."""
-
-    def __init__(self) -> None:
-        self.sets: dict[str, set[str]] = {kind: set() for kind in RECORD_KINDS}
-        self.born: set[str] = set()  # certainly created in this segment and not removed since
-        self.renamed: list[tuple[str, str]] = []
-        self.killed: dict[_Process, None] = {}  # ordered sets
-        self.probed: dict[_Process, None] = {}
-        self.late: dict[str, set[str | _Process]] = {}
-        self.alive_at_end: list[_Process] | None = None  # set when the segment's mark arrives
-        self.cwd_end: str | None = None
-
-    def add_late(self, kind: str, record: str | _Process) -> None:
-        self.late.setdefault(kind, set()).add(record)
-
-    def create(self, path: str, certain: bool, kind: str) -> None:
-        self.sets[kind].add(path)
-        if certain:
-            self.born.add(path)
-
-    def remove(self, path: str) -> None:
-        if path in self.born:
-            self._forget(path)
-        else:
-            self.sets["deleted"].add(path)
-
-    def rename(self, source: str, target: str, target_was_absent: bool) -> None:
-        if source in self.born:  # write-temp-then-rename: a write of target
-            self._forget(source)
-            self.sets["opened_for_write"].add(target)
-            if target_was_absent:
-                self.create(target, True, "created")
-        else:
-            self.renamed.append((source, target))
-
-    def _forget(self, path: str) -> None:
-        self.born.discard(path)
-        for kind in PATH_KINDS:
-            self.sets[kind].discard(path)
-
-
-def _info(proc: _Process) -> ProcInfo:
-    return ProcInfo(proc.pid, proc.name, proc.owner)
-
-
-def _agent_owned(proc: _Process) -> bool:
-    return isinstance(proc.owner, int) and not proc.is_shell
-
-
-def _descends_from(proc: _Process, ancestor: _Process) -> bool:
-    while proc is not None:
-        if proc is ancestor:
-            return True
-        proc = proc.parent
-    return False
-
-
-def _skippable_lines(untracked_prefixes: tuple[str, ...]) -> re.Pattern:
-    """Lines that cannot matter, recognised before any other work: lookups and opens of an untracked path, and
-    fstat (a stat of an open fd with an empty path; the open was recorded). Skipping the first half of an
-    `<unfinished ...>` call is safe: its `resumed` half then has no start and is dropped too."""
-    lookups = "|".join(name for name, (_, effect) in _FILE_CALLS.items() if effect == _STAT)
-    opens = "|".join(name for name, (_, effect) in _FILE_CALLS.items() if effect == _OPEN)
-    prefixes = "|".join(re.escape(prefix) for prefix in untracked_prefixes) or "(?!)"
-    return re.compile(rf'\d+ +[\d.]+ (?:(?:{lookups})\([^"]*"(?:", |{prefixes})|(?:{opens})\([^"]*"(?:{prefixes}))')
-
-
-def _split_result(rest: str) -> tuple[str, str]:
-    """'openat(...) = 3</x>' -> ('openat(...', '3</x>'); the result is '?' when strace printed none."""
-    end = rest.rfind(") = ")
-    return (rest, "?") if end < 0 else (rest[:end], rest[end + 4:])
-
-
-def _resolve(base: str | None, path: str) -> str | None:
-    if not path.startswith("/"):
-        if base is None:
-            return None
-        path = ("/" if base == "/" else base + "/") + path
-    if "/." in path or "//" in path or (path.endswith("/") and path != "/"):
-        path = posixpath.normpath(path)
-        if path.startswith("//"):
-            path = "/" + path.lstrip("/")
-    return path
-
-
-def _decoration(text: str) -> str:
-    """Path inside a -y decoration `3</tmp/x>`; strace escapes '<' '>' and non-printables in it."""
-    path = _unescape(text)
-    return path[:-len(" (deleted)")] if path.endswith(" (deleted)") else path
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    raw = bytearray()
-    pos = 0
-    for match in _ESCAPE.finditer(text):
-        raw += text[pos:match.start()].encode("utf-8", "surrogateescape")
-        octal, hexa, char = match[1], match[2], match[3]
-        if octal:
-            raw.append(int(octal, 8))
-        elif hexa:
-            raw.append(int(hexa, 16))
-        else:
-            raw += _C_ESCAPES.get(char, char).encode("utf-8", "surrogateescape")
-        pos = match.end()
-    raw += text[pos:].encode("utf-8", "surrogateescape")
-    return raw.decode("utf-8", "surrogateescape")
-
-
-_UNFINISHED = " <unfinished ...>"
-_MARK_NEEDLE = '"' + MARK_DIR + "/"
-_MARK_RE = re.compile(re.escape(_MARK_NEEDLE) + r"(-?\d+)/\d+(?:/([0-9a-f]{16}))?")
-_LOOKUP_ERRORS = ("-1 ENOENT", "-1 ENOTDIR")
-_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{2})|(.))")
-_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "v": "\v", "f": "\f"}
-# Quoted text in the "unrolled loop" form (runs of plain characters between escapes): ~10x faster than (?:a|b)*.
-_DECORATED = r"<([^<>\\]*(?:\\.[^<>\\]*)*)(?:<[^<>]*>)?>"  # -yy adds <char 1:3> etc. inside for devices
-_QUOTED = r'"([^"\\]*(?:\\.[^"\\]*)*)"'
-_AT_ARGS = re.compile(r"(AT_FDCWD|-?\d+)(?:" + _DECORATED + r")?, (?:" + _QUOTED + "|NULL)")
-_FD_ARG = re.compile(r"-?\d+" + _DECORATED)
-_FD_RESULT = re.compile(r"\d+" + _DECORATED)
-_STRING = re.compile(_QUOTED)
-_PROC_PID = re.compile(r"/proc/(\d+)(?:/|$)")
-_INET_PORT = re.compile(r"sin6?_port=htons\((\d+)\)")
-_LISTEN_PORT = re.compile(r":(\d+)\]$")
-_UNIX_PATH = re.compile(r"sun_path=(@?)" + _QUOTED)
-
-# How a file syscall writes its (first) path argument ...
-_AT = "dirfd, path"
-_PATH = "path"
-_FD = "fd"
-# ... and what it means when it succeeds; the other effects are CommandEffects fields, recorded as they are.
-_OPEN, _CREAT, _TRUNCATE, _EXEC, _DELETE, _RENAME, _LINK, _SYMLINK, _MKDIR, _CHDIR = (
-    "open", "creat", "truncate", "executed", "delete", "rename", "link", "symlink", "mkdir", "chdir")
-_STAT = "stats"
-_FILE_CALLS = {
-    "openat": (_AT, _OPEN), "openat2": (_AT, _OPEN), "open": (_PATH, _OPEN), "creat": (_PATH, _CREAT),
-    "newfstatat": (_AT, _STAT), "statx": (_AT, _STAT), "faccessat": (_AT, _STAT), "faccessat2": (_AT, _STAT),
-    "readlinkat": (_AT, _STAT), "stat": (_PATH, _STAT), "lstat": (_PATH, _STAT), "access": (_PATH, _STAT),
-    "readlink": (_PATH, _STAT),
-    "execve": (_PATH, _EXEC), "execveat": (_AT, _EXEC),
-    "getdents64": (_FD, "listed"),
-    "unlink": (_PATH, _DELETE), "rmdir": (_PATH, _DELETE), "unlinkat": (_AT, _DELETE),
-    "rename": (_PATH, _RENAME), "renameat": (_AT, _RENAME), "renameat2": (_AT, _RENAME),
-    "link": (_PATH, _LINK), "linkat": (_AT, _LINK),
-    "symlink": (_PATH, _SYMLINK), "symlinkat": (_AT, _SYMLINK),
-    "mkdir": (_PATH, _MKDIR), "mkdirat": (_AT, _MKDIR),
-    "truncate": (_PATH, _TRUNCATE), "ftruncate": (_FD, _TRUNCATE),
-    "chmod": (_PATH, "meta"), "fchmodat": (_AT, "meta"), "utimensat": (_AT, "meta"),
-    "chdir": (_PATH, _CHDIR), "fchdir": (_FD, _CHDIR),
-}
 _PROCESS_CALLS = {
     "clone": TraceParser._clone, "clone3": TraceParser._clone, "fork": TraceParser._clone,
     "vfork": TraceParser._clone,

@@ -17,18 +17,21 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.sandbox import under
+from depgpo.env.verifier_source import extract_verifier_records
+from depgpo.trajectory.scope import HARNESS_DIRS, PACKAGE_STATE_DIRS, PSEUDO_DIRS, SYSTEM_DIRS
+from depgpo.trajectory.scope import is_under as under
 
 # Paths the verifier touches that are its own or the system's, never the agent's work.
-VERIFIER_OWN_PREFIXES = ("/tests", "/logs", "/proc", "/sys", "/dev", "/run", "/.depgpo")
+VERIFIER_OWN_PREFIXES = HARNESS_DIRS + PSEUDO_DIRS
 AGENT_HOME_DIRS = ("/tmp", "/root", "/home", "/srv", "/data", "/output", "/var/www")
-SYSTEM_PREFIXES = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/opt", "/var/lib", "/var/cache", "/var/log", "/etc")
+# A read there is the program starting (libraries, ld.so.cache, nsswitch.conf), unless the agent wrote the file.
+STARTUP_READ_PREFIXES = SYSTEM_DIRS + PACKAGE_STATE_DIRS + ("/etc",)
 _PYTEST_OUTCOME_RE = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+(\S+?)(?:\s+-\s.*)?$", re.MULTILINE)
 
 
 def inspection_set(verifier_effects, agent_written: set[str], agent_processes: dict[int, str],
                    workdir: str) -> list[dict]:
-    """E_detail from the verifier segment's effects (a trace_parser.CommandEffects).
+    """E_detail from the verifier segment's effects (a trace_parser.SegmentEffects).
 
     The trace parser has already dropped untracked locations (system directories, caches); here we drop the
     verifier's own files and the directories every process walks through (`/`, the workdir itself).
@@ -47,7 +50,7 @@ def inspection_set(verifier_effects, agent_written: set[str], agent_processes: d
             return True
         if how != "read":  # existence probes outside the agent's directories are the test framework's
             return under(path, agent_dirs)  # own searches (pytest looks for /pytest.ini, /setup.py, ...)
-        return under(path, agent_dirs) or not under(path, SYSTEM_PREFIXES)  # a workdir may lie in /usr or /opt
+        return under(path, agent_dirs) or not under(path, STARTUP_READ_PREFIXES)  # a workdir may lie in /usr or /opt
 
     for how, paths in (("read", verifier_effects.reads | verifier_effects.executed),
                        ("stat", verifier_effects.stats | verifier_effects.listed),
@@ -65,8 +68,6 @@ def inspection_set(verifier_effects, agent_written: set[str], agent_processes: d
 
 def static_inspection_set(verifier_files: list[Path]) -> list[dict]:
     """Fallback: absolute paths and ports written in the verifier's sources (the paper's extraction rules)."""
-    from depgpo.credit.static import extract_verifier_records
-
     sources = "\n".join(Path(p).read_text(errors="replace") for p in verifier_files
                         if Path(p).suffix in (".py", ".sh", ".txt", ".json", ".yaml", ".toml", ""))
     return [{"record": r, "how": "static"} for r in extract_verifier_records(sources)]

@@ -128,6 +128,13 @@ class Policy:
         return token, float(logprobs[token])
 
 
+def make_policy(model, tokenizer, cfg, temperature: float | None = None) -> Policy:
+    """The sampling policy of a stage, from the composed config's `agent:` section."""
+    return Policy(model, tokenizer, max_turn_tokens=cfg.agent.max_turn_tokens,
+                  temperature=cfg.agent.temperature if temperature is None else temperature,
+                  top_p=cfg.agent.top_p, observation_chars=cfg.agent.observation_chars)
+
+
 def response_logits(model: PreTrainedModel, prompt_ids: list[int], response_ids: list[int]) -> torch.Tensor:
     """(len(response_ids), vocab) logits that predict each response token; with gradients (one forward pass)."""
     input_ids = torch.tensor([prompt_ids + response_ids], device=model.device)

@@ -74,7 +74,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def read_trajectories(path: Path) -> list[dict]:
     """The logged rollouts of one update file (trajectory.json records, one a line), their headers checked."""
-    from depgpo.credit.records import TrajectoryError, check_header
+    from depgpo.trajectory import TrajectoryError, check_header
 
     trajectories = read_jsonl(path)
     for number, trajectory in enumerate(trajectories, start=1):

@@ -1,7 +1,7 @@
 """Read a task's Dockerfile as a plan to replay inside an episode, without Docker.
 
 Episodes do not run in the task's image: they run on this host's Debian root under copy-on-write overlays
-(shared/notes/sandbox-and-tracing.md, sections 0-1). So a Dockerfile becomes files to copy into the episode,
+(docs/sandbox.md#env-and-workdir). So a Dockerfile becomes files to copy into the episode,
 shell commands to replay there, and a list of what it does that cannot be reproduced that way.
 
 The parser handles line continuations, comments, BuildKit heredocs, JSON-array (exec) and shell forms, ARG and ENV

@@ -11,7 +11,8 @@ import json
 import random
 from pathlib import Path
 
-from depgpo.agent.loop import AgentConfig, attempt_tasks
+from depgpo.agent.config import AgentConfig
+from depgpo.agent.loop import attempt_tasks
 from depgpo.tasks import Task
 
 

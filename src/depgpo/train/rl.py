@@ -22,14 +22,12 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from depgpo.agent.loop import AgentConfig, Rollout, iter_rollouts
+from depgpo.agent.config import agent_config
+from depgpo.agent.loop import Rollout, assign_credit, iter_rollouts
 from depgpo.algos.dapo import is_informative, overlong_penalty
 from depgpo.algos.losses import actor_loss, build_actor_config
 from depgpo.algos.metrics import episode_health, gradient_norm, token_entropy, update_metrics
-from depgpo.credit import CreditConfig, credit_with_fallback
-from depgpo.env.episode import EpisodeConfig
-from depgpo.env.sandbox import SandboxLimits
-from depgpo.policy.generate import Policy, response_logits, logprobs_from_logits
+from depgpo.policy.generate import logprobs_from_logits, make_policy, response_logits
 from depgpo.policy.device import resolve_device
 from depgpo.policy.model import load_policy, save_policy
 from depgpo.tasks import Task
@@ -43,23 +41,6 @@ RUN_OUTPUTS = ("metrics.jsonl", "tb", "trajectories")  # what a run writes besid
 class Group:
     task: Task
     rollouts: list[Rollout]
-
-
-def agent_config(cfg: DictConfig) -> AgentConfig:
-    environment = cfg.agent.environment
-    limits = SandboxLimits(disk_bytes=environment.disk_bytes, disk_inodes=environment.disk_inodes)
-    episode = EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s, backend=environment.backend,
-                            runtime=environment.runtime, tampering=environment.tampering, limits=limits)
-    if environment.cache_dir:
-        episode.image_cache = Path(environment.cache_dir)
-    return AgentConfig(max_turns=cfg.agent.max_turns, max_context_tokens=cfg.agent.max_context_tokens,
-                       workers=cfg.agent.workers, episode=episode)
-
-
-def make_policy(model, tokenizer, cfg: DictConfig, temperature: float | None = None) -> Policy:
-    return Policy(model, tokenizer, max_turn_tokens=cfg.agent.max_turn_tokens,
-                  temperature=cfg.agent.temperature if temperature is None else temperature,
-                  top_p=cfg.agent.top_p, observation_chars=cfg.agent.observation_chars)
 
 
 def training_subset(tasks: list[Task], max_tasks: int, seed: int) -> list[Task]:
@@ -115,8 +96,7 @@ class RLTrainer:
         self.reference = None  # the SFT policy, never updated: the KL loss's anchor (verl's reference policy)
         if self.actor_config.use_kl_loss:
             self.reference = load_policy(policy_dir)[0].to(self.device).eval().requires_grad_(False)
-        self.credit_config = CreditConfig.from_mapping(OmegaConf.to_container(cfg.credit))
-        self.agent_config = agent_config(cfg)
+        self.agent_config = agent_config(cfg, credit=True)
         self.policy = make_policy(self.model, self.tokenizer, cfg)
 
     def _drop_metrics_after(self, next_update: int) -> None:
@@ -189,11 +169,13 @@ class RLTrainer:
         estimator = get_adv_estimator_fn(algorithm.adv_estimator)
         common = {"token_level_rewards": token_rewards, "response_mask": mask, "index": index}
         if algorithm.adv_estimator == "depgpo":
-            results = [credit_with_fallback(r.trajectory, self.credit_config, r.num_turns) for r in rollouts]
-            factors = [res.step_factors for res in results]
+            for r in rollouts:  # rollouts made elsewhere (recorded batches) come without credit
+                if r.step_factors is None:
+                    assign_credit(r, self.agent_config.credit)
+            factors = [r.step_factors for r in rollouts]
             adv, _ = estimator(**common, norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std, turn_ids=turn_ids,
                                step_factors=factors)
-            info.update(step_factors=factors, credit_diagnostics=[res.diagnostics for res in results])
+            info.update(step_factors=factors, credit_diagnostics=[r.credit_diagnostics for r in rollouts])
         elif algorithm.adv_estimator == "gigpo":
             # The verifier's reward arrives after the last turn: the step reward of every earlier turn is 0.
             step_rewards = [[0.0] * (r.num_turns - 1) + [r.reward] if r.num_turns else [] for r in rollouts]
@@ -220,7 +202,7 @@ class RLTrainer:
         rollouts = [r for g in groups for r in g.rollouts]
         t0 = time.monotonic()
         advantages, info = self.advantages(groups)
-        credit_s = time.monotonic() - t0
+        credit_s = time.monotonic() - t0 + sum(r.credit_s for r in rollouts)  # credit ran as each rollout ended
         self.model.train()
         width = advantages.shape[1]
         advantages = advantages.float().to(self.device)

@@ -17,7 +17,8 @@ import json
 import random
 from pathlib import Path
 
-from depgpo.agent.loop import AgentConfig, map_in_threads
+from depgpo.agent.config import AgentConfig
+from depgpo.agent.loop import map_in_threads
 from depgpo.credit import CreditConfig, credit_with_fallback
 from depgpo.env.episode import Episode
 from depgpo.policy.chat import SYSTEM_PROMPT

@@ -69,7 +69,7 @@ def _checked(row: dict, where: str) -> dict:
 
 
 def import_conversations(source: Path, out_jsonl: Path, reference_json: Path, sample: int, seed: int) -> dict:
-    from depgpo.credit.adapters import from_conversation
+    from depgpo.inference import from_conversation
     from depgpo.train.sft_data import connected_fraction
 
     conversations = read_conversations(source)

@@ -1,4 +1,4 @@
-"""Load trajectories from files: our own `trajectory.json`, or offline agent logs in common chat shapes.
+"""Loading trajectories from files: our own `trajectory.json`, or offline agent logs in common chat shapes.
 
 Accepted inputs (detected from the content, not the file name):
 
@@ -12,7 +12,7 @@ Accepted inputs (detected from the content, not the file name):
   (the terminal output) is the observation of the turn's last command.
 
 Every assistant message is one turn, even one that issues no command. Logs carry no traces, so their records are
-always inferred statically (`depgpo.credit.static`).
+always inferred from the command texts (`inference.infer`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from depgpo.credit.records import TrajectoryError, check_header
-from depgpo.credit.static import DEFAULT_WORKDIR, infer_trajectory
+from depgpo.inference.infer import infer_trajectory
+from depgpo.inference.simulator import DEFAULT_WORKDIR
+from depgpo.trajectory.load import TrajectoryError, check_header
 
 BASH_TOOL_NAMES = {"bash", "shell", "execute_bash", "run_shell_command", "terminal"}
 
@@ -100,7 +101,7 @@ def _json_documents(path: Path) -> list[Any]:
 
 
 def _is_native(item: Any) -> bool:
-    """Our own record: a schema_version (checked by records.check_header, so that an unknown one is said as such)
+    """Our own record: a schema_version (checked by `check_header`, so that an unknown one is said as such)
     and a list of commands."""
     return isinstance(item, dict) and "schema_version" in item and isinstance(item.get("commands"), list)
 

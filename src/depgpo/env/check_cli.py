@@ -1,4 +1,4 @@
-"""`depgpo data check PATH`: validate a task set and report what would not run here."""
+"""`depgpo data check PATH`: validate a task set and report what would not run in this environment."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from depgpo.tasks import TaskFormatError
-    from depgpo.tasks.check import check_task_set, format_reports
+    from depgpo.env.task_check import check_task_set, format_reports
 
     try:
         reports = check_task_set(args.path, args.backend, args.runtime)

@@ -1,0 +1,128 @@
+"""The trace parser's state: the processes it follows, and what each segment of the log did.
+
+A segment is one agent command (its index), the setup before the first, or the verifier run after the last
+(docs/trajectory-schema.md). `SegmentEffects` is the parser's answer for one segment; the episode turns it into the
+command's record fields (`depgpo.trajectory.schema.CommandEffects`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SETUP = "setup"
+VERIFIER = "verifier"
+Segment = int | str  # command index K >= 0, SETUP or VERIFIER
+
+# SegmentEffects fields that hold path records; the temp-file rule removes a path from all of them.
+PATH_KINDS = ("reads", "stats", "missing", "listed", "executed", "opened_for_write", "truncated", "created",
+              "deleted", "dirs_created", "meta")
+RECORD_KINDS = PATH_KINDS + ("ports_bound", "ports_connected")
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    name: str  # basename of the process's last execve (the parent's name until it execs)
+    owner: Segment  # segment whose command started it
+
+
+@dataclass
+class SegmentEffects:
+    """What one segment did. Paths pass the parser's keep_path; ports are `tcp:P`, `udp:P`, `unix:/path`."""
+
+    reads: set[str] = field(default_factory=set)  # opened for reading (O_RDONLY or O_RDWR)
+    stats: set[str] = field(default_factory=set)  # stat/access/readlink that found the path; directories opened
+    missing: set[str] = field(default_factory=set)  # lookups that failed with ENOENT/ENOTDIR
+    listed: set[str] = field(default_factory=set)  # directories read with getdents64
+    executed: set[str] = field(default_factory=set)
+    opened_for_write: set[str] = field(default_factory=set)  # O_WRONLY/O_RDWR/O_CREAT/O_TRUNC, creat, truncate,
+    # link targets, renames of a temp file onto the path (content may or may not have changed)
+    truncated: set[str] = field(default_factory=set)  # O_TRUNC, creat, truncate to 0: the whole content rewritten
+    created: set[str] = field(default_factory=set)  # O_CREAT (the file may have existed), creat, link, symlink,
+    # a temp file renamed onto a path last seen absent
+    deleted: set[str] = field(default_factory=set)  # unlink, rmdir
+    renamed: list[tuple[str, str]] = field(default_factory=list)  # (source, destination), in order
+    dirs_created: set[str] = field(default_factory=set)
+    meta: set[str] = field(default_factory=set)  # chmod, utimensat
+    ports_bound: set[str] = field(default_factory=set)  # by this segment's processes, whenever the bind happened
+    ports_connected: set[str] = field(default_factory=set)
+    spawned: list[ProcInfo] = field(default_factory=list)  # started here, alive when the segment ended
+    killed: list[ProcInfo] = field(default_factory=list)  # agent-owned processes sent a signal other than 0
+    probed: list[ProcInfo] = field(default_factory=list)  # agent-owned processes sent signal 0 or read in /proc/PID
+    # Effects of this segment's background processes during later segments, keyed by the field name above
+    # (a rename counts as "deleted" source + "opened_for_write" destination; killed/probed hold "proc:NAME").
+    late: dict[str, set[str]] = field(default_factory=dict)
+    cwd_end: str | None = None  # the shell's cwd when the segment ended (or now, if it has not)
+
+
+class TracedProcess:
+    __slots__ = ("pid", "owner", "name", "cwd", "parent", "is_shell", "ports", "alive")
+
+    def __init__(self, pid: int, owner: Segment, name: str, cwd: str | None, parent: TracedProcess | None,
+                 is_shell: bool, ports: set[str] | None = None):
+        self.pid = pid  # thread-group id
+        self.owner = owner
+        self.name = name
+        self.cwd = cwd
+        self.parent = parent
+        self.is_shell = is_shell  # has emitted a mark: its own syscalls belong to the current segment
+        self.ports = ports if ports is not None else set()  # sockets it bound or inherited (until it execs)
+        self.alive = True
+
+
+class SegmentRecord:
+    """One segment's effects, updated in log order so that temporary files can be folded away."""
+
+    def __init__(self) -> None:
+        self.sets: dict[str, set[str]] = {kind: set() for kind in RECORD_KINDS}
+        self.born: set[str] = set()  # certainly created in this segment and not removed since
+        self.renamed: list[tuple[str, str]] = []
+        self.killed: dict[TracedProcess, None] = {}  # ordered sets
+        self.probed: dict[TracedProcess, None] = {}
+        self.late: dict[str, set[str | TracedProcess]] = {}
+        self.alive_at_end: list[TracedProcess] | None = None  # set when the segment's mark arrives
+        self.cwd_end: str | None = None
+
+    def add_late(self, kind: str, record: str | TracedProcess) -> None:
+        self.late.setdefault(kind, set()).add(record)
+
+    def create(self, path: str, certain: bool, kind: str) -> None:
+        self.sets[kind].add(path)
+        if certain:
+            self.born.add(path)
+
+    def remove(self, path: str) -> None:
+        if path in self.born:
+            self._forget(path)
+        else:
+            self.sets["deleted"].add(path)
+
+    def rename(self, source: str, target: str, target_was_absent: bool) -> None:
+        if source in self.born:  # write-temp-then-rename: a write of target
+            self._forget(source)
+            self.sets["opened_for_write"].add(target)
+            if target_was_absent:
+                self.create(target, True, "created")
+        else:
+            self.renamed.append((source, target))
+
+    def _forget(self, path: str) -> None:
+        self.born.discard(path)
+        for kind in PATH_KINDS:
+            self.sets[kind].discard(path)
+
+
+def proc_info(proc: TracedProcess) -> ProcInfo:
+    return ProcInfo(proc.pid, proc.name, proc.owner)
+
+
+def agent_owned(proc: TracedProcess) -> bool:
+    return isinstance(proc.owner, int) and not proc.is_shell
+
+
+def descends_from(proc: TracedProcess, ancestor: TracedProcess) -> bool:
+    while proc is not None:
+        if proc is ancestor:
+            return True
+        proc = proc.parent
+    return False

@@ -1,0 +1,86 @@
+"""Offline inference of a whole trajectory: each command's records from its text, E from the verifier's source (or
+the instruction), and the final state the simulation ends in, as a `trajectory.json` with `source: "static"`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
+
+from depgpo.env.verifier_source import extract_verifier_records
+from depgpo.inference.filesystem import content_lines, is_line_tracked
+from depgpo.inference.simulator import DEFAULT_WORKDIR, ShellSimulator
+from depgpo.trajectory import scope
+from depgpo.trajectory.schema import (
+    CommandEffects, CommandRecord, FileVersion, FinalSection, TaskRef, Timings, Trajectory, VerifierSection,
+    empty_effects, make_trajectory, unverified,
+)
+
+
+def infer_command_effects(text: str, cwd: str = DEFAULT_WORKDIR) -> tuple[CommandEffects, str | None]:
+    """Records of one command run in a fresh shell at `cwd`, and the directory it leaves (None: not determined)."""
+    shell = ShellSimulator(cwd)
+    effects = shell.run(text)
+    return (effects if effects is not None else empty_effects()), shell.cwd
+
+
+def infer_trajectory(steps: Iterable[Mapping[str, Any]], *, instruction: str = "", workdir: str = DEFAULT_WORKDIR,
+                     tracked_roots: list[str] | None = None, verifier_source: str | None = None,
+                     verifier: Mapping[str, Any] | None = None, task: Mapping[str, Any] | None = None,
+                     num_turns: int | None = None) -> Trajectory:
+    """A trajectory (`source: "static"`) whose records are inferred from the command texts.
+
+    `steps` are the executed commands in order, each a mapping with `text` and optionally `turn` (default: its
+    position), `observation`, `exit_code`, `timed_out` and `duration_s`. `verifier` keeps an existing verifier
+    section (its E) as is; otherwise E comes from `verifier_source`, else from the instruction. File records
+    outside `tracked_roots` (default: `scope.tracked_roots` of the workdir and E) are dropped.
+    """
+    started = time.perf_counter()
+    if verifier is None:
+        verifier = unverified(extract_verifier_records(
+            verifier_source if verifier_source is not None else instruction, workdir))
+    evidence = list(verifier.get("E") or [])
+    roots = tracked_roots if tracked_roots is not None else scope.tracked_roots(workdir, evidence)
+
+    shell = ShellSimulator(workdir)
+    commands: list[CommandRecord] = []
+    errors: list[str] = []
+    touched: dict[str, None] = {}  # tracked paths written or deleted, for `final`
+    for index, step in enumerate(steps):
+        text = str(step.get("text") or "")
+        effects = shell.run(text, index)
+        if effects is None:
+            errors.append(f"command {index}: its text does not parse as shell; no records inferred")
+            effects = empty_effects()
+        _keep_tracked(effects, lambda path: scope.is_under(path, roots))
+        touched.update(dict.fromkeys([w["path"] for w in effects["writes"]] + effects["deletions"]))
+        commands.append(CommandRecord(
+            index=index, turn=step.get("turn", index), text=text, observation=step.get("observation") or "",
+            exit_code=step.get("exit_code"), timed_out=bool(step.get("timed_out", False)),
+            duration_s=step.get("duration_s"), **effects))
+
+    final_files = {}
+    for path in list(touched) + [r for r in evidence if r.startswith("/") and not scope.GLOB_CHARS.search(r)]:
+        state = shell.state_of(path)
+        lines = content_lines(state.content) if state.content is not None and is_line_tracked(state.content) else None
+        final_files[path] = FileVersion(exists=state.exists, hash=state.hash, lines=lines).as_final()
+    final = FinalSection(
+        files=final_files,
+        alive_processes=[{"pid": None, "name": p.name, "owner": p.owner} for p in shell.processes],
+        listening_ports=[{"port": port, "owner": p.owner} for p in shell.processes for port in p.ports])
+    parse_s = time.perf_counter() - started
+    return make_trajectory(
+        task=cast(TaskRef, dict(task)) if task is not None else TaskRef(id=None, path=None, format=None),
+        instruction=instruction, workdir=workdir, tracked_roots=roots, source="static", commands=commands,
+        verifier=cast(VerifierSection, dict(verifier)), final=final,
+        timings=Timings(setup_s=None, commands_s=None, verifier_s=None, parse_s=parse_s, total_s=None),
+        errors=errors,
+        num_turns=num_turns if num_turns is not None else max((c["turn"] for c in commands), default=-1) + 1)
+
+
+def _keep_tracked(effects: CommandEffects, tracked: Callable[[str], bool]) -> None:
+    """Drop the file records outside the tracked scope."""
+    effects["reads"] = [p for p in effects["reads"] if tracked(p)]
+    effects["stats"] = [p for p in effects["stats"] if tracked(p)]
+    effects["writes"] = [w for w in effects["writes"] if tracked(w["path"])]
+    effects["deletions"] = [p for p in effects["deletions"] if tracked(p)]

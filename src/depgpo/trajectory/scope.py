@@ -1,0 +1,71 @@
+"""Which paths are records, and which files are tracked line by line (docs/credit.md#records).
+
+One definition for every producer and consumer of trajectories: the sandbox's trace filter, the verifier's
+inspection set, offline inference and the credit's tracked scope. Each group says why its paths are not the
+agent's work, so a module that needs a different set composes it from these groups instead of copying a tuple.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+
+# Installed software: never the agent's work, unless the task's workdir or a verifier record lies below.
+SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt")
+# Kernel and runtime pseudo-files.
+PSEUDO_DIRS = ("/proc", "/sys", "/dev", "/run")
+# Package managers' state, caches and logs.
+PACKAGE_STATE_DIRS = ("/var/cache", "/var/lib", "/var/log")
+# The harness's own: the verifier's logs and tests (mounted for the verifier only) and the command markers.
+HARNESS_DIRS = ("/logs", "/tests", "/.depgpo", "/.depgpo_mark")
+# Files below these are never records.
+UNTRACKED_PREFIXES = SYSTEM_DIRS + PSEUDO_DIRS + PACKAGE_STATE_DIRS + HARNESS_DIRS
+# Interpreter and package caches, wherever they lie (a venv under /app included); and compiled Python files.
+CACHE_DIR_NAMES = ("__pycache__", ".cache", "site-packages", "dist-packages", "node_modules", ".npm", ".pytest_cache")
+CACHE_SUFFIXES = (".pyc",)
+
+# A file is tracked line by line up to these sizes; a larger one by its content hash only (docs/credit.md#records).
+TEXT_MAX_BYTES = 1 << 20
+TEXT_MAX_LINES = 20_000
+
+GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def is_under(path: str, prefixes: Iterable[str]) -> bool:
+    """Is `path` one of `prefixes` or below one of them (`/usr` covers `/usr/bin`, not `/usrx`)?"""
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
+
+
+def is_cache(path: str) -> bool:
+    """Inside a cache directory, or a compiled file."""
+    return not _CACHE_NAMES.isdisjoint(path.split("/")) or path.endswith(CACHE_SUFFIXES)
+
+
+_CACHE_NAMES = frozenset(CACHE_DIR_NAMES)
+
+
+def is_record_path(path: str, workdir: str | None = None) -> bool:
+    """Can a file at `path` be a record? Not in untracked locations (but the workdir is tracked even where it lies
+    in one, as an image's WORKDIR /usr/src/app), and not a cache, wherever it lies. The sandbox's trace filter."""
+    if is_under(path, UNTRACKED_PREFIXES) and not (workdir and is_under(path, (workdir,))):
+        return False
+    return not is_cache(path)
+
+
+def text_fits(size_bytes: int, newlines: int) -> bool:
+    """Within the line-tracking limits."""
+    return size_bytes <= TEXT_MAX_BYTES and newlines <= TEXT_MAX_LINES
+
+
+def record_directory(record: str) -> str:
+    """The directory that holds a file record; for a glob, the directory above its first wildcard."""
+    wildcard = GLOB_CHARS.search(record)
+    return posixpath.dirname(record[:wildcard.start()] if wildcard else record)
+
+
+def tracked_roots(workdir: str, verifier_records: Iterable[str]) -> list[str]:
+    """A trajectory's `tracked_roots`: the workdir, and each directory holding a file record of E outside it."""
+    workdir = posixpath.normpath(workdir)
+    directories = {record_directory(record) for record in verifier_records if record.startswith("/")}
+    return [workdir] + sorted(d for d in directories if not is_under(d, (workdir,)))
