@@ -1,24 +1,30 @@
 # DepGPO reproduction DAG: tasks -> SFT data -> SFT -> four-attempt filtering -> RL (methods, beta sweep,
 # ablations) -> evaluation (three rounds) -> tables and figures. Every rule calls `depgpo`; no logic lives here.
 #
-#   snakemake                          the tiny DAG on this machine (scale=tiny; workflow/profiles/default)
+#   snakemake                          the tiny DAG on this machine (scale=tiny; profiles/default)
 #   snakemake --config scale=ci        the CI smoke variant
 #   snakemake rl_depgpo_beta0.25       one RL run in every setting and seed (and what it needs): rl_grpo, ...
+#                                      (rule rl_job makes each of them, its {run} wildcard one of RUNS)
 #   snakemake report -f                regenerate tables and figures from results/ only
 #   snakemake --profile slurm          the paper's grid as Slurm GPU jobs (config/scale/paper.yaml)
+#
+# The workflow's own config keys (scale, launcher) are workflow/schemas/config.schema.yaml; the rest is Hydra's.
 import sys
 
-from depgpo.config import compose
+from snakemake.utils import min_version, validate
 
-SCALE = config.get("scale", "tiny")
-CFG = compose([f"scale={SCALE}"])
-R = f"results/{SCALE}"
+from depgpo.config import compose, sweep_runs
+
+min_version("9.0")  # pinned in pyproject.toml (workflow extra); older ones are untested
+validate(config, "workflow/schemas/config.schema.yaml")  # sets the defaults of absent keys too
+
+SCALE = config["scale"]
+CFG = compose([f"scale={SCALE}"])  # validated there, focal_setting among settings included
+R = CFG.results_dir
 DEPGPO = f"{sys.executable} -m depgpo"  # the interpreter running Snakemake has the package installed
 SETTINGS = [f"{s['model']}/{s['data']}" for s in CFG.settings]
 FOCAL = f"{CFG.focal_setting.model}/{CFG.focal_setting.data}"  # where the beta sweep and ablations run (Tables 2, 9)
-if FOCAL not in SETTINGS:
-    raise ValueError(f"config focal_setting {FOCAL} is not one of settings ({', '.join(SETTINGS)})")
-SWEEP = [f"depgpo_beta{b}" for b in CFG.betas if float(b) != 0.5] + [f"depgpo_{v}" for v in CFG.ablations]
+SWEEP = sweep_runs(CFG)
 CONTROLS = list(CFG.controls)  # runs that are not evaluated: the frozen twin (depgpo.config.CONTROL_RUNS)
 RUNS = list(CFG.methods) + SWEEP + CONTROLS
 RUN_SETTINGS = {run: SETTINGS if run in CFG.methods else [FOCAL] for run in RUNS}  # every method in every setting

@@ -1,6 +1,6 @@
-"""The method and ablation config groups compose under Hydra and validate_method_config guards them."""
+"""The method and ablation config groups compose under Hydra, each method file states only what differs from
+method/base/common.yaml, and depgpo.config.validate guards them."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -8,7 +8,10 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
-from depgpo.algos.method_config import CREDIT_VARIANTS, METHOD_ESTIMATORS, validate_method_config
+from depgpo.algos.method_config import METHOD_ESTIMATORS, method_config_problem
+from depgpo.config import ConfigError, validate  # registers credit_default, which the compositions below use
+from depgpo.credit.config import VARIANTS as CREDIT_VARIANTS
+from depgpo.credit.config import CreditConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 METHODS = ["grpo", "dapo", "dppo", "gigpo", "depgpo"]
@@ -23,15 +26,8 @@ METHOD_SECTIONS = ("method", "algorithm", "actor", "credit", "rl")
 
 
 @pytest.fixture(scope="module")
-def config_dir(tmp_path_factory) -> Path:
-    """The project's config/ once it has a config.yaml; until then a copy of the two groups with a minimal one."""
-    if (CONFIG_DIR / "config.yaml").exists():
-        return CONFIG_DIR
-    scratch = tmp_path_factory.mktemp("config")
-    for group in ("method", "ablation"):
-        shutil.copytree(CONFIG_DIR / group, scratch / group)
-    (scratch / "config.yaml").write_text("defaults:\n  - method: depgpo\n  - ablation: none\n  - _self_\n")
-    return scratch
+def config_dir() -> Path:
+    return CONFIG_DIR
 
 
 def compose_config(config_dir: Path, *overrides: str):
@@ -66,15 +62,23 @@ def test_every_method_and_ablation_composes(config_dir, method, ablation):
     assert cfg.method.name == method
     assert cfg.credit.variant == ABLATIONS[ablation]
     if method == "depgpo" or ablation == "none":
-        validate_method_config(cfg)
+        validate(cfg)
     else:
-        with pytest.raises(ValueError, match="only applies to method 'depgpo'"):
-            validate_method_config(cfg)
+        with pytest.raises(ConfigError, match="only applies to method 'depgpo'"):
+            validate(cfg)
 
 
 def test_the_default_is_full_depgpo(config_dir):
     cfg = compose_config(config_dir)
     assert (cfg.method.name, cfg.credit.variant, cfg.credit.enabled, cfg.credit.beta) == ("depgpo", "full", True, 0.5)
+
+
+def test_the_credit_knobs_have_the_dataclass_defaults(config_dir):
+    """One default each (beta included): CreditConfig's, which the base method file reads through credit_default."""
+    credit = compose_config(config_dir).credit
+    for key in ("variant", "beta", "indirect_decay", "factor_floor"):
+        assert credit[key] == getattr(CreditConfig, key), key
+    assert compose_config(config_dir, "credit.beta=0.25").credit.beta == 0.25
 
 
 @pytest.mark.parametrize(
@@ -107,11 +111,31 @@ def test_gigpo_and_dapo_details(config_dir):
     assert dapo.overlong.buffer_len < dapo.overlong.max_resp_len
 
 
+def leaves(tree: dict, prefix: str = "") -> dict:
+    """Every leaf of a nested dict by its dotted key."""
+    found = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            found |= leaves(value, f"{prefix}{key}.")
+        else:
+            found[prefix + key] = value
+    return found
+
+
 @pytest.mark.parametrize("method", METHODS)
-def test_method_files_set_table7_rl_settings(method):
-    rl = OmegaConf.load(CONFIG_DIR / "method" / f"{method}.yaml").rl
-    table7 = {"tasks_per_update": 4, "k": 8, "updates": 150, "optimizer": "adamw", "lr": 1e-6}
-    assert OmegaConf.to_container(rl) == table7
+def test_a_method_file_states_only_what_differs_from_the_base(method):
+    own = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "method" / f"{method}.yaml"))
+    assert own.pop("defaults") == ["base/common", "_self_"]
+    base = leaves(OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "method" / "base" / "common.yaml")))
+    restated = {key: value for key, value in leaves(own).items() if base.get(key, object()) == value}
+    assert not restated, f"method/{method}.yaml restates base/common.yaml: {restated}"
+    assert "rl" not in own  # the scale sets the RL sizes (paper Table 7: config/scale/paper.yaml)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_paper_scale_sets_table7_rl_settings(config_dir, method):
+    rl = compose_config(config_dir, "scale=paper", f"method={method}").rl
+    assert (rl.tasks_per_update, rl.k, rl.updates, rl.lr) == (4, 8, 150, 1e-6)
 
 
 def test_all_methods_set_the_same_keys(config_dir):
@@ -129,10 +153,11 @@ def test_an_ablation_changes_only_the_credit_variant(config_dir, ablation):
 
 def test_a_misspelt_method_is_a_clear_error(config_dir):
     cfg = compose_config(config_dir, "method.name=dpgpo")
-    with pytest.raises(ValueError) as error:
-        validate_method_config(cfg)
-    assert "'dpgpo'" in str(error.value)
-    assert all(name in str(error.value) for name in METHODS)
+    with pytest.raises(ConfigError) as error:
+        validate(cfg)
+    for message in (str(error.value), method_config_problem(cfg)):
+        assert "method.name='dpgpo'" in message
+        assert all(name in message for name in METHODS)
     with pytest.raises(MissingConfigException):
         compose_config(config_dir, "method=dpgpo")
 
@@ -140,13 +165,14 @@ def test_a_misspelt_method_is_a_clear_error(config_dir):
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("algorithm.adv_estimator=depgpo", "uses adv_estimator 'grpo'"),
-        ("actor.policy_loss=gspo", "vanilla, dppo_tv, dppo_kl"),
-        ("algorithm.gigpo.mode=std", "mean_norm, mean_std_norm"),
-        ("credit.variant=no_reads", "binary_write"),
+        ("algorithm.adv_estimator=depgpo", "algorithm.adv_estimator='depgpo': method 'grpo' uses adv_estimator 'grpo'"),
+        ("actor.policy_loss=gspo", "actor.policy_loss='gspo' is not one of vanilla, dppo_tv, dppo_kl"),
+        ("algorithm.gigpo.mode=std", "algorithm.gigpo.mode='std' is not one of mean_norm, mean_std_norm"),
+        ("credit.variant=no_reads", "credit.variant='no_reads' is not one of full, binary_write"),
+        ("ablation=direct_only", "credit.variant='direct_only': a credit ablation only applies to method 'depgpo'"),
     ],
 )
 def test_inconsistent_method_settings_are_rejected(config_dir, override, message):
     cfg = compose_config(config_dir, "method=grpo", override)
-    with pytest.raises(ValueError, match=message):
-        validate_method_config(cfg)
+    with pytest.raises(ConfigError, match=message):
+        validate(cfg)

@@ -18,26 +18,26 @@ from depgpo.launch import stage_overrides, stage_resources
 REPO = Path(__file__).resolve().parents[1]
 
 
-def dry_run_jobs(*args: str) -> dict[str, int]:
-    """Job counts per rule of a Snakemake dry run from the repository root."""
+def dry_run_jobs(*args: str) -> tuple[dict[str, int], str]:
+    """Job counts per rule of a Snakemake dry run from the repository root, and its output."""
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     table = run.stdout.split("Job stats:")[1].split("Reasons:")[0]
     rows = [line.split() for line in table.splitlines() if len(line.split()) == 2 and line.split()[1].isdigit()]
-    return {rule: int(count) for rule, count in rows}
+    return {rule: int(count) for rule, count in rows}, run.stdout
 
 
 @pytest.mark.slow
 def test_profile_slurm_dry_run_lists_the_papers_grid():
     # The profile deploys envs/*.yaml with conda, which a dry run must find; this machine has none, and no rule uses
     # env modules, so swapping the method changes nothing else.
-    jobs = dry_run_jobs("--profile", "slurm", "--sdm", "env-modules")
+    jobs, out = dry_run_jobs("--profile", "slurm", "--sdm", "env-modules")
     settings, methods, sweep = 4, 5, 3 + 4  # Table 1's settings; beta in {0.25, 0.75, 1.0} besides 0.5; 4 ablations
     assert jobs["sft"] == jobs["filter"] == jobs["sft_data"] == settings
     assert jobs["data_check"] == 2 + 2  # SETA and TMAX, Terminal-Bench 2.0 and 2.1
-    rl = {rule: n for rule, n in jobs.items() if rule.startswith("rl_job_")}
-    assert sum(rl.values()) == settings * methods + sweep and rl["rl_job_depgpo_beta0.25"] == 1
+    assert jobs["rl_job"] == settings * methods + sweep  # one rule, its {run} wildcard
+    assert out.count("output: results/paper/qwen3.5-9b/seta/rl/depgpo_beta0.25/seed0/done.json") == 1
     assert jobs["evaluate"] == settings * (1 + methods) + sweep
     assert jobs["total"] == 76 and jobs["report"] == 1
 

@@ -6,6 +6,7 @@ paths) and write only where Snakemake tells them to.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -14,7 +15,22 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from depgpo.credit.config import CreditConfig
+
 REPO_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+
+
+def credit_default(key: str):
+    """`${credit_default:KEY}` in config/method/base/common.yaml: CreditConfig's default of KEY, so that beta and the
+    other credit knobs have one default, the dataclass's."""
+    fields = {field.name: field for field in dataclasses.fields(CreditConfig)}
+    if key not in fields or fields[key].default is dataclasses.MISSING:
+        raise ConfigError(f"credit_default:{key}: CreditConfig has no such field with a default")
+    return fields[key].default
+
+
+# Registered on import: every composition goes through this module (Hydra's compose resolves it lazily).
+OmegaConf.register_new_resolver("credit_default", credit_default, replace=True)
 
 
 def config_dir() -> Path:
@@ -32,37 +48,34 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from depgpo.algos.method_config import validate_method_config
-    from depgpo.env.images import BACKENDS, RUNTIMES
-    from depgpo.env.tampering import TAMPERING_POLICIES
-
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
     OmegaConf.resolve(cfg)
-    validate_values(cfg)
-    validate_method_config(cfg)
-    for stage in ("sft", "rl"):
-        if cfg[stage].backend not in BACKENDS_OF_STAGES:
-            raise ConfigError(f"{stage}.backend={cfg[stage].backend!r}: use local (one process, CPU or one GPU) or "
-                              "verl (verl's trainer, GPUs)")
-    environment = cfg.agent.environment
-    if environment.backend not in BACKENDS:
-        raise ValueError(f"agent.environment.backend={environment.backend!r}: use host (this machine's system "
-                         "directories) or image (each task's container image)")
-    if environment.runtime not in ("auto", *RUNTIMES):
-        raise ValueError(f"agent.environment.runtime={environment.runtime!r}: use auto, {', '.join(RUNTIMES)}")
-    if environment.tampering not in TAMPERING_POLICIES:
-        raise ConfigError(f"agent.environment.tampering={environment.tampering!r}: use zero (an episode whose verifier "
-                          "ran agent-planted code earns 0) or keep (recorded only)")
-    unknown = [run for run in cfg.get("controls", []) if run not in CONTROL_RUNS]
-    if unknown:
-        raise ValueError(f"controls: unknown control run(s) {', '.join(map(str, unknown))}; valid: "
-                         f"{', '.join(CONTROL_RUNS)}")
+    validate(cfg)
     return cfg
 
 
+def validate(cfg: DictConfig) -> None:
+    """Every check of a composed config, once, before any stage reads or writes anything: the keys of VALUE_RANGES
+    and value_choices(), then the keys that must agree (the method's, the grid's). Raises ConfigError (one line)."""
+    from depgpo.algos.method_config import method_config_problem
+
+    validate_values(cfg)
+    problem = method_config_problem(cfg)
+    if problem:
+        raise ConfigError(problem)
+    focal, settings = cfg.get("focal_setting"), cfg.get("settings")
+    if focal is None or settings is None:
+        return
+    focal, settings = f"{focal.model}/{focal.data}", [f"{s.model}/{s.data}" for s in settings]
+    if focal not in settings:
+        raise ConfigError(f"focal_setting={focal} is not one of settings ({', '.join(settings)}); set focal_setting "
+                          "to one of them (where the beta sweep and the ablations run)")
+
+
 class ConfigError(ValueError):
-    """A config value of the wrong type or out of range; the message is one line that names the key and the fix."""
+    """A config value of the wrong type, out of range or not one of the valid values, or keys that disagree; the
+    message is one line that names the key, what it accepts and the fix."""
 
 
 @dataclass(frozen=True)
@@ -104,12 +117,41 @@ class Range:
         return bound + "".join(f", or {_number(special)} ({meaning})" for special, meaning in self.special)
 
 
+@dataclass(frozen=True)
+class Choice:
+    """What a key with named values accepts: one of `values` (`many`: a list of them); `what` goes into the message,
+    and the first value is the example."""
+
+    values: tuple
+    what: str
+    many: bool = False
+
+    def problem(self, value) -> str | None:
+        """Why `value` is not accepted, or None."""
+        if self.many and not (isinstance(value, list) or OmegaConf.is_list(value)):
+            return "is not a list"
+        items = value if self.many else [value]
+        # the same type too: 1 is not true, 0.0 not false
+        bad = [item for item in items if not any(type(item) is type(v) and item == v for v in self.values)]
+        if not bad:
+            return None
+        valid = ", ".join(_written(v) for v in self.values)
+        if self.many:
+            return f"holds {', '.join(_shown(item) for item in bad)}, not one of {valid}"
+        return f"is not one of {valid}"
+
+    @property
+    def example(self):
+        return [self.values[0]] if self.many else self.values[0]
+
+
 def _number(value: int | float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
 # The numeric keys a user sets (config.yaml, method/*.yaml, scale/*.yaml), checked by `validate_values` at every
 # composition, before any stage reads or writes anything. Keys a composition lacks (another model) are skipped.
+# The keys with named values are value_choices() (their values come from the modules that use them).
 ALL = ((-1, "all"),)
 VALUE_RANGES: dict[str, Range] = {
     "seed": Range(int, 0, "the random seed", low=0),
@@ -158,9 +200,9 @@ VALUE_RANGES: dict[str, Range] = {
     "algorithm.overlong.buffer_len": Range(int, 2048, "DAPO's overlong buffer", low=0),
     "algorithm.overlong.penalty_factor": Range(float, 1.0, "DAPO's overlong penalty", low=0),
     "algorithm.overlong.max_resp_len": Range(int, 8192, "DAPO's response length", low=1),
-    "credit.beta": Range(float, 0.5, "dependency decay per read hop", low=0, high=1),
-    "credit.indirect_decay": Range(float, 1.0, "indirect write decay", low=0, high=1),
-    "credit.factor_floor": Range(float, 0.0, "step-factor floor", low=0),
+    "credit.beta": Range(float, CreditConfig.beta, "dependency decay per read hop", low=0, high=1),
+    "credit.indirect_decay": Range(float, CreditConfig.indirect_decay, "indirect write decay", low=0, high=1),
+    "credit.factor_floor": Range(float, CreditConfig.factor_floor, "step-factor floor", low=0),
     "tasks.pool": Range(int, 16, "generated candidate tasks", low=0),
     "tasks.test": Range(int, 2, "generated tasks per test set", low=0),
     "launcher.signal_delay_s": Range(int, 120, "seconds of warning before the time limit", low=0),
@@ -168,20 +210,58 @@ VALUE_RANGES: dict[str, Range] = {
 }
 _ABSENT = object()
 BACKENDS_OF_STAGES = ("local", "verl")  # sft.backend and rl.backend
+FLAG = (True, False)
+
+
+@functools.cache
+def value_choices() -> dict[str, Choice]:
+    """The keys with named values, each with what it accepts (imported here: the modules that use them are heavy)."""
+    from depgpo.algos.advantages import GIGPO_MODES
+    from depgpo.algos.losses import POLICY_LOSSES
+    from depgpo.algos.method_config import METHOD_ESTIMATORS
+    from depgpo.credit.config import VARIANTS
+    from depgpo.env.images import BACKENDS, RUNTIMES
+    from depgpo.env.tampering import TAMPERING_POLICIES
+
+    return {
+        "method.name": Choice(tuple(METHOD_ESTIMATORS), "the compared method; select it with method=NAME"),
+        "algorithm.norm_adv_by_std": Choice(FLAG, "divide the group advantage by its std"),
+        "algorithm.gigpo.mode": Choice(GIGPO_MODES, "GiGPO's normalisation of both terms"),
+        "algorithm.filter_groups.enable": Choice(FLAG, "DAPO's dynamic sampling"),
+        "algorithm.overlong.enable": Choice(FLAG, "DAPO's overlong reward shaping"),
+        "actor.policy_loss": Choice(POLICY_LOSSES, "verl's policy loss"),
+        "actor.use_kl_loss": Choice(FLAG, "KL loss to the reference policy"),
+        "credit.enabled": Choice(FLAG, "the credit module; off: unit step factors"),
+        "credit.variant": Choice(VARIANTS, "full DepGPO or a Table 2 ablation; select it with ablation=NAME"),
+        "sft.backend": Choice(BACKENDS_OF_STAGES, "local: one process, CPU or one GPU; verl: verl's trainer, GPUs"),
+        "rl.backend": Choice(BACKENDS_OF_STAGES, "local: one process, CPU or one GPU; verl: verl's trainer, GPUs"),
+        "agent.environment.backend": Choice(BACKENDS, "host: this machine's system directories; image: each "
+                                                      "task's container image"),
+        "agent.environment.runtime": Choice(("auto", *RUNTIMES), "the image backend's container runtime; auto: "
+                                                                 "the first on PATH"),
+        "agent.environment.tampering": Choice(TAMPERING_POLICIES, "zero: an episode whose verifier ran "
+                                                                  "agent-planted code earns 0; keep: recorded only"),
+        "launcher.cluster": Choice((None, "slurm", "local", "debug"), "submitit's executor; null: Slurm where "
+                                                                      "sbatch exists, else a local process"),
+        "methods": Choice(tuple(METHOD_ESTIMATORS), "the compared methods", many=True),
+        "ablations": Choice(tuple(v for v in VARIANTS if v != "full"), "the Table 2 ablations of DepGPO", many=True),
+        "controls": Choice(tuple(CONTROL_RUNS), "RL runs that are not methods", many=True),
+    }
 
 
 def validate_values(cfg: DictConfig) -> None:
-    """Raise ConfigError, one line naming the key and the fix, for the first numeric key (VALUE_RANGES) of the
-    wrong type or out of range, e.g. "rl.lr='abc' is not a number (set rl.lr=<float>, e.g. rl.lr=0.0005)"."""
-    for key, accepted in VALUE_RANGES.items():
+    """Raise ConfigError, one line naming the key, what it accepts and an example, for the first key of VALUE_RANGES
+    or value_choices() of the wrong type, out of range or not one of the valid values, e.g.
+    "rl.lr='abc' is not a number; set rl.lr=<float> (AdamW learning rate), e.g. rl.lr=0.0005"."""
+    for key, accepted in {**VALUE_RANGES, **value_choices()}.items():
         value = OmegaConf.select(cfg, key, default=_ABSENT)
         if value is _ABSENT:
             continue
         problem = accepted.problem(value)
         if problem is None:
             continue
-        example = f"{key}={_number(accepted.example)}"
-        if problem.startswith("is not"):  # the wrong type
+        example = f"{key}={_written(accepted.example)}"
+        if isinstance(accepted, Range) and problem.startswith("is not"):  # the wrong type
             message = f"{key}={_shown(value)} {problem}; set {key}=<{accepted.kind.__name__}> ({accepted.what}), " \
                       f"e.g. {example}"
         else:
@@ -189,12 +269,23 @@ def validate_values(cfg: DictConfig) -> None:
         raise ConfigError(message)
 
 
+def _written(value) -> str:
+    """A value as an override writes it: null, true, 3, 0.5, abc, [a, b]."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) or OmegaConf.is_list(value):
+        return f"[{', '.join(_written(item) for item in value)}]"
+    return _shown(value)
+
+
 def _shown(value) -> str:
-    """A value as it would be written in an override: null, true, 3, 0.5, 'abc'."""
+    """A value as an error message shows what was given: null, true, 3, 0.5, 'abc' (quoted, so that '' shows)."""
     if value is None or isinstance(value, bool):
         return {None: "null", True: "true", False: "false"}[value]
     if isinstance(value, (int, float)) and math.isfinite(value):
         return _number(value)
+    if isinstance(value, list) or OmegaConf.is_list(value):
+        return f"[{', '.join(_shown(item) for item in value)}]"
     return repr(value) if isinstance(value, str) else str(value)
 
 
@@ -211,9 +302,15 @@ def run_name(cfg: DictConfig) -> str:
         return cfg.method.name
     if cfg.credit.variant != "full":
         return f"depgpo_{cfg.credit.variant}"
-    if float(cfg.credit.beta) != 0.5:
+    if float(cfg.credit.beta) != CreditConfig.beta:
         return f"depgpo_beta{cfg.credit.beta}"
     return "depgpo"
+
+
+def sweep_runs(cfg: DictConfig) -> list[str]:
+    """The runs of the beta sweep (`betas`, but the default beta: that is full DepGPO) and of the ablations."""
+    return [f"depgpo_beta{beta}" for beta in cfg.betas if float(beta) != CreditConfig.beta] + \
+        [f"depgpo_{variant}" for variant in cfg.ablations]
 
 
 # Control runs (config `controls`), not methods: `frozen` samples GRPO's draws with the SFT policy and never changes it

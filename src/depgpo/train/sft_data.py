@@ -8,7 +8,7 @@ dependency credit connects to the verifier's records E.
 Optionally (`incomplete_per_task`, config `sft_data.incomplete`) a task also gets conversations that stop one oracle
 command short, kept although they fail: the mistakes of a teacher whose runs were not verified. They give the SFT
 policy a mistake on its own path (declaring "done" too early) for RL to correct; without them the tiny policy's only
-failures were garbled tokens, and RL did not beat the frozen policy (README, "What RL changes at tiny scale").
+failures were garbled tokens, and RL did not beat the frozen policy (docs/results.md#rl-at-tiny-scale).
 """
 
 from __future__ import annotations
