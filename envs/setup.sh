@@ -2,8 +2,8 @@
 # Set up a fresh Debian 12 machine for depgpo: system tools for the traced sandbox, then a virtualenv in .venv.
 # Idempotent: rerunning it only installs what is missing.
 #   bash envs/setup.sh        what the pipeline needs
-#   bash envs/setup.sh test   also what the tests need: a real single-node Slurm (with accounting) for tests/test_slurm.py,
-#                             podman for the image backend's tests (tests/test_image_backend.py)
+#   bash envs/setup.sh test   also what the tests need: a real single-node Slurm (with accounting) for tests/workflow/test_slurm.py,
+#                             podman for the image backend's tests (tests/env/test_image_backend.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 # util-linux provides unshare/setpriv/prlimit; iproute2 gives `ip` inside tasks; curl for tasks that use it locally.
 DEBIAN_PACKAGES="strace bubblewrap util-linux python3 python3-pytest iproute2 procps curl"
 if [ "${1:-}" = "test" ]; then
-  # slurmctld/slurmd/slurmdbd + MariaDB (sacct needs accounting) + munge: the test cluster of tests/slurm_cluster.py
+  # slurmctld/slurmd/slurmdbd + MariaDB (sacct needs accounting) + munge: the test cluster of tests/helpers/slurm_cluster.py
   DEBIAN_PACKAGES="$DEBIAN_PACKAGES munge slurmctld slurmd slurm-client slurmdbd mariadb-server"
   # podman unpacks task images for agent.environment.backend=image (its tests import a local image; no registry)
   DEBIAN_PACKAGES="$DEBIAN_PACKAGES podman"

@@ -1,12 +1,7 @@
-import sys
-from pathlib import Path
 
 import pytest
 
-# Test helpers (harbor_builder, credit_examples, cli_helpers, slurm_cluster) are plain modules beside the tests.
-sys.path.insert(0, str(Path(__file__).parent))
-
-from cli_helpers import depgpo  # noqa: E402
+from tests.helpers.cli import depgpo
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import depgpo
+from tests.helpers import TESTS
+from tests.helpers.cli import depgpo
 
-TESTS = Path(__file__).parent
 NATIVE = TESTS / "data" / "offline" / "native_traced.json"
 
 
@@ -188,7 +188,7 @@ def test_credit_names_the_file_and_field_of_a_bad_trajectory(tmp_path, changes, 
 
 @pytest.fixture
 def results(tmp_path) -> Path:
-    from test_report import build_results
+    from tests.report.test_report import build_results
 
     return build_results(tmp_path / "results")
 

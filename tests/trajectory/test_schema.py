@@ -14,10 +14,10 @@ from depgpo.env.episode import Episode, EpisodeConfig
 from depgpo.inference import infer_trajectory
 from depgpo.tasks import load_task
 from depgpo.trajectory import TrajectoryError, read_trajectory, schema
+from tests.helpers import DATA, REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "trajectory-schema.md"
-FIXTURE_TASKS = REPO / "tests" / "data" / "tasks"
+FIXTURE_TASKS = DATA / "tasks"
 
 
 def typed_dicts() -> list[type]:

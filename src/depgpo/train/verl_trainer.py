@@ -11,7 +11,7 @@ and run verl's path unchanged.
     depgpo rl --policy SFT_CHECKPOINT --train rl_train.txt --out RUN_DIR scale=paper rl.backend=verl ...
 
 starts `verl.trainer.main_ppo.run_ppo` with `verl_overrides(cfg)` (depgpo.train.verl_config) plus the data set of
-training tasks and this trainer. It needs GPUs and vLLM; what runs on CPU is tested in tests/test_verl_trainer.py.
+training tasks and this trainer. It needs GPUs and vLLM; what runs on CPU is tested in tests/train/test_verl_trainer.py.
 """
 
 from __future__ import annotations

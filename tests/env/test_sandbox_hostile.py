@@ -1,0 +1,127 @@
+"""Hostile commands run in one episode while a second episode works beside it; the host must not change.
+
+Network egress is checked without sending traffic anywhere: the sandbox must have no route and no interface
+besides loopback, and a server on the host's own loopback must be unreachable from inside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.sandbox import SandboxLimits, processes_of_uid
+from depgpo.tasks import load_task
+from tests.helpers.harbor_builder import make_harbor_task
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+HOST_FILES = ["/etc/passwd", "/etc/hostname", "/etc/hosts", "/usr/bin/python3.11", "/usr/bin/xargs",
+              "/usr/lib/os-release", "/etc/crontab"]
+
+
+def hostile_commands(sentinel: Path, host_port: int) -> list[str]:
+    return [
+        "kill -9 -1; echo after-kill",
+        "kill -9 1; kill -9 0 2>/dev/null; echo pid1-survives",  # kills its own shell: the episode restarts it
+        f"cat {sentinel} 2>&1 | head -c 200",
+        f"ln -s {sentinel} /app/leak; cat /app/leak 2>&1 | head -c 200",
+        "ln -s / /app/rootlink; echo escape > /app/rootlink/tmp/escape.txt; ls /app/rootlink/tmp",
+        f"ln -s {sentinel.parent} /tmp/sentinel-dir; ls /tmp/sentinel-dir/ 2>&1",
+        "cat /etc/shadow; cat /etc/gshadow; echo shadow-read-done",
+        "echo 'pwned:x:0:0::/root:/bin/bash' >> /etc/passwd; tail -1 /etc/passwd",
+        "echo '* * * * * root rm -rf /' >> /etc/crontab",
+        "echo 1 > /proc/sys/vm/drop_caches; echo sysctl-tried",
+        "test -w /proc/sysrq-trigger && echo SYSRQ-WRITABLE || echo sysrq-protected",
+        "echo b > /proc/sysrq-trigger 2>&1; echo sysrq-write-tried",
+        "cat /proc/1/environ 2>&1 | head -c 100; echo",
+        "ls /proc/1/root/ 2>&1 | head -3",
+        "mount -t tmpfs none /mnt 2>&1; umount /proc 2>&1; echo mount-tried",
+        "hostname evil-host; hostname",
+        "ip -o link | cut -d: -f2; ip route | wc -l",
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {host_port}), timeout=2)\" 2>&1 | tail -1",
+        "python3 -c \"import socket; print(socket.getaddrinfo('example.org', 80))\" 2>&1 | tail -1",
+        "exec 3>/dev/tcp/127.0.0.1/22 2>&1; echo dev-tcp-tried",
+        "dd if=/dev/zero of=/app/big bs=1M count=200 2>&1 | tail -1",
+        "yes > /app/yes.txt",
+        "python3 -c \"b = bytearray(6 << 30); print('allocated')\" 2>&1 | tail -1",
+        "nohup sleep 10000 >/dev/null 2>&1 & setsid sleep 10001 >/dev/null 2>&1 & disown -a; echo daemons-started",
+        "(while true; do :; done) & sleep 0.5; echo spinner-started",
+        "ls /work /home/* /root/.ssh 2>&1 | head -5",
+        "cat /root/.bash_history /root/.ssh/id_rsa 2>&1 | head -3",
+        "strace -p 1 2>&1 | head -2; echo ptrace-tried",
+        "unshare -r id 2>&1; nsenter -t 1 -m id 2>&1 | head -2",
+        "chmod -R 777 /etc 2>/dev/null; chown -R nobody /etc 2>/dev/null; echo chmod-tried",
+        "echo garbage > /usr/bin/xargs; rm -f /usr/bin/python3.11; echo usr-overwritten",
+        "rm -rf /usr/lib/os-release /etc/hosts; echo etc-removed",
+        # With a copy-on-write root this really empties the episode's own /usr (and takes a while): interrupted.
+        "rm -rf --no-preserve-root / 2>/dev/null; echo survived",
+        # A fork bomb in the shell itself (nothing left to exec): it can only exhaust the episode's own limits.
+        ":(){ :|:& };:",
+    ]
+
+
+def sha256(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
+    sentinel_dir = tmp_path / "host-secret"
+    sentinel_dir.mkdir()
+    sentinel = sentinel_dir / "secret.txt"
+    sentinel.write_text("HOST-SECRET-7d1f\n")
+    host_files = [p for p in HOST_FILES if os.path.exists(p)]
+    before = {p: sha256(p) for p in host_files}
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    host_port = listener.getsockname()[1]
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
+
+    limits = SandboxLimits(max_processes=256, max_file_bytes=64 << 20, memory_bytes=2 << 30)
+    config = EpisodeConfig(command_timeout_s=8, limits=limits)
+    task = load_task(make_harbor_task(tmp_path, "hostile", instruction="x", test_py="def test_ok():\n    pass\n"))
+    neighbour_task = load_task(make_harbor_task(tmp_path, "neighbour", instruction="x",
+                                                test_py="def test_ok():\n    pass\n"))
+    with Episode(neighbour_task, EpisodeConfig(command_timeout_s=10)) as neighbour:
+        neighbour.run_command("echo neighbour-data > /app/keep.txt; sleep 1000 &")
+        with Episode(task, config, out_dir=tmp_path / "hostile-out") as ep:
+            hostile_uid = ep.layout.uid
+            commands = hostile_commands(sentinel, host_port)
+            results = {c: ep.run_command(c, timeout_s=15 if c.startswith("rm -rf") else None) for c in commands}
+            # The neighbour works while the bomb and the daemons of the hostile episode are still running.
+            check = neighbour.run_command("cat /app/keep.txt; jobs | wc -l")
+        errors = ep.errors
+    outputs = "\n".join(r["observation"] for r in results.values())
+
+    def output_of(prefix: str) -> str:
+        return next(r["observation"] for c, r in results.items() if c.startswith(prefix))
+
+    # The host is unchanged.
+    assert {p: sha256(p) for p in host_files} == before
+    assert sentinel.read_text() == "HOST-SECRET-7d1f\n"
+    assert "HOST-SECRET" not in outputs
+    assert output_of("cat /etc/shadow").count("Permission denied") == 2
+    assert not (Path("/tmp") / "escape.txt").exists()
+    # Nothing of the hostile episode runs on, not even its daemons.
+    assert processes_of_uid(hostile_uid) == []
+    # No way out: sysrq and /proc/sys are protected, only loopback exists, the host's loopback is unreachable.
+    assert "SYSRQ-WRITABLE" not in outputs
+    assert output_of("ip -o link") == " lo\n0\n"
+    assert "Connection refused" in output_of("python3 -c \"import socket; socket.create_connection")
+    assert output_of("dd if").startswith("67108864 bytes")  # asked for 200 MiB, stopped at RLIMIT_FSIZE
+    assert "File too large" in output_of("yes >")
+    assert "allocated" not in output_of("python3 -c \"b = bytearray")
+    # The episode kept working after each attack (restarting its own shell after `kill -9 0`); the neighbour too.
+    assert any("restarted" in e for e in errors)
+    assert "usr-overwritten" in output_of("echo garbage") and "etc-removed" in output_of("rm -rf /usr/lib")
+    assert check["observation"] == "neighbour-data\n1\n"
+    listener.close()
