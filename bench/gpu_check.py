@@ -75,7 +75,11 @@ def load_groups(fixture: Path):
     from depgpo.train.rl import Group
 
     rows = json.loads((fixture / "groups.json").read_text())
-    return [Group(load_task(fixture / "tasks" / row["task"]), [Rollout(**r) for r in row["rollouts"]])
+    # Without their recorded credit: each config's trainer assigns its own (rl.RLTrainer.advantages).
+    fields = {f.name for f in dataclasses.fields(Rollout)} - {"step_factors", "credit_fallback", "credit_diagnostics",
+                                                               "credit_s"}
+    return [Group(load_task(fixture / "tasks" / row["task"]),
+                  [Rollout(**{k: v for k, v in r.items() if k in fields}) for r in row["rollouts"]])
             for row in rows]
 
 
@@ -112,9 +116,9 @@ def _rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def run_local_steps(fixture: Path, scratch: Path, devices: list[str], names=tuple(CONFIGS)) -> list[dict]:
-    groups = load_groups(fixture)
     rows = []
     for name in names:
+        groups = load_groups(fixture)  # fresh rollouts: the step factors are the config's own
         row: dict = {"config": name}
         try:
             results = {device: _step(name, device, fixture, groups, scratch) for device in devices}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shutil
 import typing
-from pathlib import Path
 
 import pytest
 

@@ -9,8 +9,9 @@ The stages, one module each:
   explain       each command's role, diagnostics (docs/credit.md#diagnostics), table / JSON / graph rendering
   cli           `depgpo credit TRAJ...`
 
-`compute_credit` raises `TrajectoryError` on a trajectory it cannot read; the trainer calls `step_factors_for`,
-which never raises and falls back to unit factors with a reason.
+`compute_credit` raises `TrajectoryError` on a trajectory it cannot read; `credit_with_fallback` (what the agent loop
+calls as each RL rollout ends, depgpo.agent.loop.assign_credit) never raises and falls back to unit factors with a
+reason.
 """
 
 from __future__ import annotations

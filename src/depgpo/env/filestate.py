@@ -1,7 +1,7 @@
 """What each command wrote, with line detail, read safely from the host side of the sandbox.
 
 The trace says which paths a command opened for writing; this module reads their content before and after and
-works out the lines the command wrote (spec section 2: a full rewrite writes every line of the new content, an edit
+works out the lines the command wrote (docs/credit.md#line-level: a full rewrite writes every line of the new content, an edit
 writes the inserted/changed lines of a line diff). A stat walk of the writable directories after each command is
 the safety net for writes the trace cannot see (an fd opened by an earlier command, mmap).
 

@@ -58,7 +58,7 @@ SCAN_LIMIT = 64 << 20  # a hook file larger than this is not scanned: it counts 
 
 def find_tampering(effects, layout, initial: dict[str, str | None], system_root: Path,
                    entry_program: str = "/bin/bash") -> list[dict]:
-    """[{"path", "kind", "how", "change"}] for the verifier's own effects (trace_parser.SegmentEffects, every path
+    """[{"path", "kind", "how", "change"}] for the verifier's own effects (trace_state.SegmentEffects, every path
     kept). `initial`: sandbox path -> content hash of every file in the writable locations when the episode started
     (the task's own files are not the agent's). `entry_program` is what the verifier's bwrap execs first (its trace
     starts after it)."""

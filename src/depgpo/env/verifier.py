@@ -1,6 +1,6 @@
 """The verifier's side of an episode: its inspection set E and its reward.
 
-E (spec section 3) is taken from the trace of the verifier segment: files it read or existence-checked that the agent
+E (docs/credit.md#verifier-records) is taken from the trace of the verifier segment: files it read or existence-checked that the agent
 could have changed, ports it connected to, agent processes it inspected. When the trace yields nothing usable (the
 verifier crashed before inspecting anything, or ran untraced), E falls back to the paths and ports written in the
 verifier's sources, and `E_source` says which.
@@ -31,7 +31,7 @@ _PYTEST_OUTCOME_RE = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+(
 
 def inspection_set(verifier_effects, agent_written: set[str], agent_processes: dict[int, str],
                    workdir: str) -> list[dict]:
-    """E_detail from the verifier segment's effects (a trace_parser.SegmentEffects).
+    """E_detail from the verifier segment's effects (a trace_state.SegmentEffects).
 
     The trace parser has already dropped untracked locations (system directories, caches); here we drop the
     verifier's own files and the directories every process walks through (`/`, the workdir itself).

@@ -202,7 +202,9 @@ class RLTrainer:
         rollouts = [r for g in groups for r in g.rollouts]
         t0 = time.monotonic()
         advantages, info = self.advantages(groups)
-        credit_s = time.monotonic() - t0 + sum(r.credit_s for r in rollouts)  # credit ran as each rollout ended
+        # Dependency processing of the batch: the estimator here, plus each rollout's credit (computed as it ended, in
+        # its worker: summed, so it is the cost per trajectory times the batch, whatever agent.workers is).
+        credit_s = time.monotonic() - t0 + sum(r.credit_s for r in rollouts)
         self.model.train()
         width = advantages.shape[1]
         advantages = advantages.float().to(self.device)

@@ -1,9 +1,10 @@
 """`trajectory.json`, the episode record every stage consumes: its fields as types, and the one way to build one.
 
 The sandbox (`depgpo.env.episode`) and offline inference (`depgpo.inference`) build trajectories through
-`make_trajectory`; credit, the agent loop, the trainer and the reports read them through `depgpo.trajectory.load`.
+`make_trajectory`; credit, the reports and the offline loaders read them through `depgpo.trajectory.load`.
 docs/trajectory-schema.md describes every field below; tests/trajectory/test_schema.py keeps the two in step.
-Paths are absolute paths inside the sandbox; a port is `tcp:PORT` or `udp:PORT`, a process `proc:NAME`.
+Paths are absolute paths inside the sandbox; a port is `tcp:PORT`, `udp:PORT` or `unix:/path`, a process (in E)
+`proc:NAME`.
 """
 
 # No `from __future__ import annotations`: TypedDict must see NotRequired at class creation.
@@ -23,7 +24,7 @@ class WriteRecord(TypedDict):
     text: bool  # line-tracked (scope.TEXT_MAX_BYTES, scope.TEXT_MAX_LINES)
     lines_written: list[str]  # the lines this command wrote (a multiset; text files only)
     content_after: list[str] | None  # whole content after the command (text files only)
-    hash_after: str | None  # "sha256:…" ("dir" for directories)
+    hash_after: str | None  # "sha256:…", "symlink:TARGET"; "unknown:…" when inferred from text
 
 
 class ProcessRecord(TypedDict):
@@ -69,8 +70,8 @@ class InspectedRecord(TypedDict):
 class TamperingRecord(TypedDict):
     path: str
     kind: str  # runner_shadow | startup_hook | runner_replaced | reward_by_agent_code (docs/threat-model.md)
-    how: str
-    change: str
+    how: str  # read | executed | written | written unseen
+    change: str  # created | changed
 
 
 class VerifierSection(TypedDict):
@@ -139,7 +140,7 @@ class Trajectory(TypedDict):
     final: FinalSection | None
     timings: Timings
     errors: list[str]  # recorded failures (setup, replay, tracer, disk limit, harness)
-    num_turns: NotRequired[int]  # model turns, when more than the commands show (offline inference)
+    num_turns: NotRequired[int]  # model turns (the agent loop, offline inference): may exceed the commands' turns
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,8 @@ class FileVersion:
     """One version of a file as a trajectory records it (`final.files`, the sandbox's cache of tracked files)."""
 
     exists: bool
-    hash: str | None = None  # "sha256:…", "dir", "symlink:TARGET", "special", "unreadable"; None when missing
+    hash: str | None = None  # "sha256:…", "dir", "symlink:TARGET", "special", "unreadable", "unknown:…" (inferred);
+    #                          None when missing
     lines: list[str] | None = None  # content, for a line-tracked text file
 
     def as_final(self) -> FinalFile:
