@@ -7,16 +7,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from tests.helpers import REPO
-
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
 
 from depgpo.algos import verl_registry  # noqa: E402
 from depgpo.algos.advantages import compute_depgpo_advantage, compute_gigpo_advantage  # noqa: E402
 from depgpo.algos.losses import actor_loss, build_actor_config, policy_loss_fn  # noqa: E402
 from depgpo.algos.metrics import token_entropy  # noqa: E402
-
-METHOD_DIR = REPO / "config" / "method"
+from depgpo.config import compose  # noqa: E402
 
 
 def random_multiturn_batch(seed: int, num_groups: int = 3, k: int = 4, length: int = 32):
@@ -178,7 +175,8 @@ def test_gigpo_without_repeated_anchor_states_is_the_episode_advantage(mode, nor
 # ---- losses ---------------------------------------------------------------------------------------------------------
 
 def method_actor(method: str) -> dict:
-    return OmegaConf.to_container(OmegaConf.load(METHOD_DIR / f"{method}.yaml").actor)
+    """The method's `actor` section as composed (config/method/base/common.yaml + config/method/METHOD.yaml)."""
+    return OmegaConf.to_container(compose([f"method={method}"]).actor)
 
 
 @pytest.mark.parametrize("name", ["vanilla", "dppo_tv", "dppo_kl"])
