@@ -21,7 +21,10 @@ METHODS = ("grpo", "dapo", "dppo", "depgpo")
 
 
 def test_local_loss_and_gradient_equal_verl_fsdp_engine():
-    proc = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=600, cwd=REPO)
+    # As a module from the repository root (its own process: FSDP initialises torch.distributed), so that it
+    # imports tests.helpers as the test does.
+    proc = subprocess.run([sys.executable, "-m", "tests.train.test_verl_engine"], capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r["method"] for r in results] == list(METHODS)

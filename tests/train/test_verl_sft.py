@@ -165,8 +165,8 @@ def test_verls_sft_trainer_trains_on_our_data(tmp_path):
     """verl's own SFT trainer (FSDP2 engine, its loop, its checkpoint) on our data set and config, run on a CPU
     stand-in for verl's GPU platform (bench/verl_engine_step.py), in a child process: the loss of the exported
     Hugging Face model on the conversations falls well below the initial model's."""
-    proc = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True, text=True, timeout=900,
-                          cwd=REPO)
+    proc = subprocess.run([sys.executable, "-m", "tests.train.test_verl_sft", str(tmp_path)], capture_output=True,
+                          text=True, timeout=900, cwd=REPO)  # as a module from the root: it imports tests.helpers
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (tmp_path / "sft" / "checkpoint" / "config.json").is_file()
