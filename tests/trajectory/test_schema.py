@@ -10,9 +10,9 @@ import pytest
 
 from depgpo.env.cli import oracle_commands
 from depgpo.env.episode import Episode, EpisodeConfig
-from depgpo.inference import infer_trajectory
+from depgpo.inference import infer_trajectory, load_trajectories
 from depgpo.tasks import load_task
-from depgpo.trajectory import TrajectoryError, read_trajectory, schema
+from depgpo.trajectory import schema
 from tests.helpers import DATA, REPO
 
 DOC = REPO / "docs" / "trajectory-schema.md"
@@ -68,7 +68,7 @@ def test_a_traced_episode_writes_the_declared_fields(tmp_path):
         for turn, command in enumerate(oracle_commands(task)):
             episode.run_command(command, turn=turn)
         episode.verify()
-    trajectory = read_trajectory(tmp_path / "out" / "trajectory.json")
+    [trajectory] = load_trajectories(tmp_path / "out" / "trajectory.json")
     assert trajectory["verifier"]["reward"] == 1.0
     assert conformance_errors(trajectory, schema.Trajectory) == []
 
@@ -83,8 +83,8 @@ def test_an_inferred_trajectory_writes_the_declared_fields():
 def test_the_reader_names_the_file_and_the_field(tmp_path):
     path = tmp_path / "trajectory.json"
     path.write_text('{"schema_version": 7, "commands": []}')
-    with pytest.raises(TrajectoryError, match=rf"{re.escape(str(path))}: schema_version: unknown version 7"):
-        read_trajectory(path)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}: schema_version: unknown version 7"):
+        load_trajectories(path)
     path.write_text("{")
-    with pytest.raises(TrajectoryError, match="not a readable JSON file"):
-        read_trajectory(path)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}: not JSON"):
+        load_trajectories(path)

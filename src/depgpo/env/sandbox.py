@@ -38,8 +38,7 @@ from pathlib import Path
 
 from depgpo.env.images import TOP_LEVEL_SYSTEM_DIRS, top_level_links
 from depgpo.env.strace_flags import MARK_DIR, strace_argv
-from depgpo.trajectory.scope import HARNESS_DIRS, PSEUDO_DIRS
-from depgpo.trajectory.scope import is_under as under
+from depgpo.trajectory.scope import HARNESS_DIRS, PSEUDO_DIRS, is_under
 
 # System directories that are copy-on-write inside the episode (apt-get / pip install land in the upper layer).
 COW_DIRS = ("usr", "etc", "opt", "var")
@@ -75,7 +74,7 @@ def checked_workdir(workdir: str) -> str:
     """The task's WORKDIR, normalised; it becomes a writable mount, so it cannot be / or one of the sandbox's own."""
     normal = os.path.normpath(workdir)
     system = tuple(f"/{name}" for name in COW_DIRS + TOP_LEVEL_SYSTEM_DIRS)  # a mount there would hide them
-    if not workdir.startswith("/") or normal == "/" or normal in system or under(normal, RESERVED_DIRS):
+    if not workdir.startswith("/") or normal == "/" or normal in system or is_under(normal, RESERVED_DIRS):
         raise ValueError(f"workdir {workdir!r} (the task's WORKDIR) cannot be the sandbox's working directory: it "
                          f"must be absolute, not / or a system directory itself, and outside "
                          f"{', '.join(RESERVED_DIRS)}")
@@ -124,7 +123,7 @@ class SandboxLayout:
     def writable(self) -> dict[str, Path]:
         mounts = {"/tmp": self.fs / "tmp", "/root": self.fs / "home_root", "/home": self.fs / "home",
                   "/run": self.fs / "run"}
-        if under(self.workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
+        if is_under(self.workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
             return mounts
         return {self.workdir: self.fs / "app", **mounts}
 

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depgpo.env.verifier_source import extract_verifier_records
-from depgpo.trajectory.scope import HARNESS_DIRS, PACKAGE_STATE_DIRS, PSEUDO_DIRS, SYSTEM_DIRS
-from depgpo.trajectory.scope import is_under as under
+from depgpo.trajectory.scope import HARNESS_DIRS, PACKAGE_STATE_DIRS, PSEUDO_DIRS, SYSTEM_DIRS, is_under
 
 # Paths the verifier touches that are its own or the system's, never the agent's work.
 VERIFIER_OWN_PREFIXES = HARNESS_DIRS + PSEUDO_DIRS
@@ -44,13 +43,13 @@ def inspection_set(verifier_effects, agent_written: set[str], agent_processes: d
         detail.setdefault(record, how)
 
     def agent_changeable(path: str, how: str) -> bool:
-        if path in walked_through or under(path, VERIFIER_OWN_PREFIXES) or "/.local/lib/" in path:
+        if path in walked_through or is_under(path, VERIFIER_OWN_PREFIXES) or "/.local/lib/" in path:
             return False
         if path in agent_written:
             return True
         if how != "read":  # existence probes outside the agent's directories are the test framework's
-            return under(path, agent_dirs)  # own searches (pytest looks for /pytest.ini, /setup.py, ...)
-        return under(path, agent_dirs) or not under(path, STARTUP_READ_PREFIXES)  # a workdir may lie in /usr or /opt
+            return is_under(path, agent_dirs)  # own searches (pytest looks for /pytest.ini, /setup.py, ...)
+        return is_under(path, agent_dirs) or not is_under(path, STARTUP_READ_PREFIXES)  # a workdir may lie in /usr or /opt
 
     for how, paths in (("read", verifier_effects.reads | verifier_effects.executed),
                        ("stat", verifier_effects.stats | verifier_effects.listed),

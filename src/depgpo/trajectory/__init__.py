@@ -2,12 +2,12 @@
 
 The lowest layer of the package: it imports nothing else of depgpo, and everything that makes or reads
 trajectories imports it. `schema` holds the record types and the builder, `scope` which paths are records, `load`
-the validating readers.
+the validating field readers (files are read by depgpo.inference.load_trajectories).
 """
 
-from depgpo.trajectory.load import TrajectoryError, check_header, read_trajectory
+from depgpo.trajectory.load import TrajectoryError, check_header
 from depgpo.trajectory.schema import (MISSING, SCHEMA_VERSION, CommandEffects, CommandRecord, FileVersion, Trajectory,
                                       empty_effects, make_trajectory, unverified)
 
 __all__ = ["MISSING", "SCHEMA_VERSION", "CommandEffects", "CommandRecord", "FileVersion", "Trajectory",
-           "TrajectoryError", "check_header", "empty_effects", "make_trajectory", "read_trajectory", "unverified"]
+           "TrajectoryError", "check_header", "empty_effects", "make_trajectory", "unverified"]

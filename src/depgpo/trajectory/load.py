@@ -7,12 +7,10 @@ foreign record fails with a message that says where and what, and nothing downst
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
-from depgpo.trajectory.schema import READABLE_VERSIONS, Trajectory
+from depgpo.trajectory.schema import READABLE_VERSIONS
 
 
 class TrajectoryError(ValueError):
@@ -65,19 +63,3 @@ def check_header(trajectory: dict) -> None:
                                or not math.isfinite(reward)):
         raise TrajectoryError("verifier.reward", f"expected a number or null, got {reward!r}; write the verifier's "
                               "reward in [0, 1] (e.g. \"reward\": 1.0), or null when it is unknown")
-
-
-def read_trajectory(path: str | Path) -> Trajectory:
-    """A trajectory.json file, its header checked; errors name the file, then the field."""
-    path = Path(path)
-    try:
-        trajectory = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TrajectoryError(str(path), f"not a readable JSON file ({error})") from None
-    if not isinstance(trajectory, dict):
-        raise TrajectoryError(str(path), f"expected an object, got {type(trajectory).__name__}")
-    try:
-        check_header(trajectory)
-    except TrajectoryError as error:
-        raise TrajectoryError(f"{path}: {error.field}", str(error).split(": ", 1)[1]) from None
-    return trajectory  # type: ignore[return-value]
