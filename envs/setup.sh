@@ -3,7 +3,8 @@
 # Idempotent: rerunning it only installs what is missing.
 #   bash envs/setup.sh        what the pipeline needs
 #   bash envs/setup.sh test   also what the tests need: a real single-node Slurm (with accounting) for tests/workflow/test_slurm.py,
-#                             podman for the image backend's tests (tests/env/test_image_backend.py)
+#                             podman and mmdebstrap for the image backend's tests (tests/env/test_image_backend.py,
+#                             tests/env/test_harbor_shapes.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +14,9 @@ DEBIAN_PACKAGES="strace bubblewrap util-linux python3 python3-pytest iproute2 pr
 if [ "${1:-}" = "test" ]; then
   # slurmctld/slurmd/slurmdbd + MariaDB (sacct needs accounting) + munge: the test cluster of tests/helpers/slurm_cluster.py
   DEBIAN_PACKAGES="$DEBIAN_PACKAGES munge slurmctld slurmd slurm-client slurmdbd mariadb-server"
-  # podman unpacks task images for agent.environment.backend=image (its tests import a local image; no registry)
-  DEBIAN_PACKAGES="$DEBIAN_PACKAGES podman"
+  # podman builds and unpacks task images (agent.environment.backend=image); mmdebstrap bootstraps their bases from
+  # the Debian archive where no registry is reachable (src/depgpo/env/base_images.py)
+  DEBIAN_PACKAGES="$DEBIAN_PACKAGES podman mmdebstrap"
 fi
 missing=$(for p in $DEBIAN_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then

@@ -17,3 +17,25 @@ def sft_policy(tmp_path_factory):
     train = root / "rl_train.txt"
     train.write_text("".join(f"{d}\n" for d in sorted((root / "tasks" / "pool").iterdir()) if d.is_dir()))
     return root, sft / "checkpoint", train
+
+
+@pytest.fixture(scope="session")
+def wheel_cache():
+    """The default wheel cache, filled (once per session; quick when already full) with what the fixture tasks'
+    builds and verifiers install offline: `depgpo data prefetch`, as envs/setup.sh test runs it."""
+    from depgpo.env.images import CACHE_ROOT
+    from depgpo.env.wheel_cache import prefetch
+    from depgpo.tasks import load_task
+    from depgpo.tasks.task import TaskFormatError
+    from tests.helpers import DATA
+
+    tasks = []
+    for directory in sorted([*(DATA / "tasks").iterdir(), *(DATA / "harbor-shapes").iterdir()]):
+        try:
+            tasks.append(load_task(directory))
+        except TaskFormatError:
+            continue  # the malformed fixtures
+    wheels = CACHE_ROOT / "wheels"
+    failures = [line for line in prefetch(tasks, wheels) if "not known before its image is built" not in line]
+    assert not failures, failures
+    return wheels

@@ -172,7 +172,8 @@ def test_a_dockerfile_task_is_built_once_and_its_copy_env_and_workdir_apply(oci_
     assert traj["verifier"]["reward"] == 1.0 and "/usr/src/app/answer.txt" in traj["verifier"]["E"]
     builds = []
     real_run = images._run
-    monkeypatch.setattr(images, "_run", lambda argv, what: builds.append(argv) or real_run(argv, what))
+    monkeypatch.setattr(images, "_run", lambda argv, what, timeout=None: builds.append(argv) or real_run(argv, what,
+                                                                                                       timeout))
     images._resolved.clear()  # a new process: the same Dockerfile content is found in the store, not rebuilt
     _run(task, ["true"], tmp_path / "out2", tmp_path / "cache", runtime=OCI)
     assert not [argv for argv in builds if argv[1] == "build"]
@@ -241,7 +242,8 @@ def test_missing_runtime_and_bad_settings_say_what_to_do(monkeypatch, tmp_path):
     task = dataclasses.replace(load_task(_image_task(tmp_path, "some/image")), docker_image=None)
     with pytest.raises(images.ImageError, match="no docker_image and has no environment/Dockerfile"):
         images.image_of(task, "podman")
-    assert images.system_root_for(task, "host") is images.HOST
+    with pytest.raises(images.ImageError, match="backend=host cannot run this task.*prebuilt image some/image"):
+        images.system_root_for(task, "host")  # the host does not stand in for an image it has not got
 
 
 def test_config_rejects_an_unknown_backend():
@@ -253,14 +255,20 @@ def test_config_rejects_an_unknown_backend():
 
 @needs_oci
 def test_data_check_reports_by_backend(oci_store, tmp_path):
+    from depgpo.env.offline_needs import internet_reachable
     from depgpo.env.task_check import check_task
 
     present, absent = _image_task(tmp_path / "a", IMAGE), _image_task(tmp_path / "b", "localhost/not-here:1")
-    host = check_task(present)  # a prebuilt image cannot be replayed on the host backend
+    host = check_task(present, "host")  # the host backend cannot stand in for a prebuilt image
     assert not host.ok and any("prebuilt image" in p for p in host.problems)
-    assert check_task(present, "image", OCI).ok and check_task(present, "image", OCI).notes == []
+    found = check_task(present, "auto", OCI)
+    assert found.ok and found.backend == "image" and found.notes == [f"image {IMAGE}: in {OCI}'s store"]
     missing = check_task(absent, "image", OCI)
-    assert missing.ok and any("not in" in n and "local store" in n for n in missing.notes)
+    if internet_reachable():
+        assert missing.ok and any("pulled by the first episode" in n for n in missing.notes)
+    else:  # offline, with no Dockerfile to build instead: it cannot run, and says how to fix it
+        assert missing.problems == [f"image localhost/not-here:1 is not in {OCI}'s store and no registry is "
+                                    "reachable; load it first, or give the task its environment/Dockerfile"]
 
 
 @needs_oci

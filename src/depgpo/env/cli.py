@@ -20,8 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory for trajectory.json")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per command (default 60)")
     parser.add_argument("--keep-sandbox", action="store_true", help="keep the episode's host directories")
-    parser.add_argument("--backend", choices=BACKENDS, default="host",
-                        help="system directories from this machine (default) or from the task's container image")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto",
+                        help="system directories from the task's container image (image), this machine (host), or "
+                             "auto (default): the host where it stands for the task's image exactly, else the image")
     parser.add_argument("--tampering", choices=TAMPERING_POLICIES, default="zero",
                         help="what an episode earns whose verifier ran code the agent planted (default: zero)")
     parser.add_argument("--runtime", default="auto",
@@ -63,10 +64,14 @@ def run(args: argparse.Namespace) -> int:
     config = EpisodeConfig(command_timeout_s=args.timeout, keep_sandbox=args.keep_sandbox, backend=args.backend,
                            runtime=args.runtime, tampering=args.tampering)
     try:
-        system_root_for(task, config.backend, config.runtime, config.image_cache)
-    except ImageError as e:
+        system = system_root_for(task, config.backend, config.runtime, config.image_cache, config.wheel_cache)
+    except ImageError as e:  # a failed build or pull, with the builder's own error
         print(f"error: {e}", file=sys.stderr)
         return 2
+    where = "this host's root" if system.is_host else f"image {system.image} ({system.source})"
+    print(f"environment: {where}", file=sys.stderr)
+    for note in system.notes:
+        print(f"environment: {note}", file=sys.stderr)
     with Episode(task, config, out_dir=args.out) as episode:
         try:
             for turn, command in enumerate(commands):
@@ -83,5 +88,7 @@ def run(args: argparse.Namespace) -> int:
               f"({finding['change']} by the agent)", file=sys.stderr)
     if verifier["error"]:
         print(f"verifier: {verifier['error']}", file=sys.stderr)
+    for error in episode.errors:  # setup and harness failures, which would otherwise be in trajectory.json only
+        print(f"episode: {error}", file=sys.stderr)
     print(args.out / "trajectory.json")
     return 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shlex
 import shutil
 import tempfile
 import time
@@ -24,7 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.images import DEFAULT_CACHE, image_dir, system_root_for
+from depgpo.env.images import CACHE_ROOT, DEFAULT_CACHE, image_dir, system_root_for
 from depgpo.env.filestate import StatWalk, lines_written, read_version
 from depgpo.env.judge import kept_effects, merged_effects, run_verifier
 from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
@@ -36,10 +35,11 @@ from depgpo.env.trace_parser import TraceParser
 from depgpo.env.trace_state import SegmentEffects
 from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
 from depgpo.env.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
+from depgpo.env import verifier_tools
 from depgpo.tasks import Task, offline_test_command
-from depgpo.trajectory.schema import (MISSING, CommandEffects, CommandRecord, FileVersion, Trajectory,
+from depgpo.trajectory.schema import (MISSING, CommandEffects, CommandRecord, EnvironmentRef, FileVersion, Trajectory,
                                       make_trajectory, unverified)
-from depgpo.trajectory.scope import is_record_path, tracked_roots
+from depgpo.trajectory.scope import is_record_path, is_under, tracked_roots
 
 
 class HarnessFailure(RuntimeError):
@@ -57,9 +57,11 @@ class EpisodeConfig:
     work_root: Path = Path(tempfile.gettempdir()) / "depgpo-episodes"
     keep_sandbox: bool = False                 # keep the host directories after close (debugging)
     setup_timeout_s: float = 600.0
-    backend: str = "host"                      # system directories: host | image (the task's container image)
+    backend: str = "auto"                      # system directories: host | image (the task's container image) |
+    #                                            auto (the host where it stands for the image exactly: images.py)
     runtime: str = "auto"                      # image backend: auto | podman | docker | apptainer | singularity
     image_cache: Path = DEFAULT_CACHE          # image backend: unpacked images, one directory per image id
+    wheel_cache: Path = CACHE_ROOT / "wheels"  # wheels (and uv) that builds and verifiers install offline
     tampering: str = "zero"                    # what a trajectory whose verifier ran agent-planted code earns:
     #                                            zero (reward 0, the reason recorded) | keep (recorded only)
     output_limit_bytes: int = 20 << 20         # verifier output read back (the observation is cut much shorter)
@@ -114,7 +116,8 @@ class Episode:
         if work_root not in _swept:  # episode directories and cgroups of harnesses that were killed
             _swept.add(work_root)
             sweep_leftovers(work_root)
-        self.system = system_root_for(self.task, self.config.backend, self.config.runtime, self.config.image_cache)
+        self.system = system_root_for(self.task, self.config.backend, self.config.runtime, self.config.image_cache,
+                                      self.config.wheel_cache)
         self._lease = UidLease()
         root = Path(tempfile.mkdtemp(prefix=f"{self.task.id[:40]}-", dir=work_root))
         self._live_lock = os.open(root / LIVE_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -127,8 +130,6 @@ class Episode:
         self.layout.prepare(self.config.limits)
         self._seed_workdir()
         self._cgroups = EpisodeCgroups(root.name, self.config.limits)
-        if self.task.setup_commands and self.system.is_host:  # an image has run its Dockerfile already
-            self._replay_setup()
         self._start_shell()
         self._walk = StatWalk(self.layout)
         self._walk.changes()
@@ -183,20 +184,6 @@ class Episode:
             for dirpath, dirnames, filenames in os.walk(host_dir):
                 for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
                     os.lchown(name, self.layout.uid, self.layout.uid)
-
-    def _replay_setup(self) -> None:
-        """Dockerfile RUN steps, in a first sandbox over the same layout: their effects persist, their trace not."""
-        shell = ShellSession(launcher_argv(self.layout, self.config.limits), preexec=self._preexec)
-        try:  # the task's ENV is the sandbox's own (SandboxLayout.env)
-            for command in self.task.setup_commands:
-                # Each RUN step in its own sh, as Docker does: its exit, cd or exports cannot leak into the next.
-                out = shell.run_marked(f"sh -c {shlex.quote(command)}", timeout_s=self.config.setup_timeout_s)
-                if out.exit_code != 0:
-                    self.errors.append(f"setup step failed (exit {out.exit_code}): {command!r}: "
-                                       f"{truncate_observation(out.output, 2000)}")
-        finally:
-            shell.close()
-        self.layout.trace_log.unlink(missing_ok=True)
 
     def _snapshot_initial_files(self) -> None:
         for path in self._walk.seen:
@@ -379,13 +366,19 @@ class Episode:
         for proc in agent_processes:
             self._process_names.setdefault(proc.pid, proc.name)
         env = {**BASE_ENV, "TERM": "dumb", **self.layout.env, **self.task.verifier_env}
-        run = run_verifier(self.layout, self.config.limits, self.shell, self._preexec, env,
-                           offline_test_command(self.task, self.layout.workdir), timeout,
+        tool_env = self._verifier_tools(env.get("HOME") or "/root")
+        # Harbor's test.sh runs as written; TB1's run-tests.sh needs helpers TB1 does not ship (tasks.task).
+        command = self.task.test_command if self.task.format == "harbor" else \
+            offline_test_command(self.task, self.layout.workdir, tool_env.pop("DEPGPO_TB1_PYTHON"))
+        env.update(tool_env)
+        run = run_verifier(self.layout, self.config.limits, self.shell, self._preexec, env, command, timeout,
                            self.config.output_limit_bytes, agent_processes)
         self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
         own = run.effects
         effects = merged_effects(self.parser.summary("verifier"), kept_effects(own, self._keep_path))
         E_detail = inspection_set(effects, self._agent_written, self._process_names, self.layout.workdir)
+        provided = tuple(inside for _, inside in self.layout.verifier_binds)  # the harness's tools, not agent work
+        E_detail = [d for d in E_detail if not is_under(d["record"], provided)]
         E_source = "trace" if E_detail else "none"
         if not E_detail:
             E_detail = static_inspection_set([host for host, _ in self.task.verifier_files])
@@ -417,6 +410,13 @@ class Episode:
             self.verifier["reward_before_tampering"] = reward.value
         self.timings["verifier_s"] = time.monotonic() - t0
         return self.verifier
+
+    def _verifier_tools(self, home: str) -> dict[str, str]:
+        binds, env, errors = verifier_tools.for_verifier(self.task, self.config.wheel_cache,
+                                                         self.config.work_root / "tools", home, self.system.is_host)
+        self.layout.verifier_binds = binds
+        self.errors += errors
+        return env
 
     def _install_verifier_files(self) -> None:
         """Copy the verifier's files under /tests (mounted in the verifier's mount namespace only)."""
@@ -470,7 +470,14 @@ class Episode:
             task={"id": self.task.id, "path": str(self.task.root), "format": self.task.format},
             instruction=self.task.instruction, workdir=workdir, tracked_roots=tracked_roots(workdir, E),
             source="traced", commands=self.commands, verifier=self.verifier, final=self.final,
-            timings=timings, errors=self.errors)
+            timings=timings, errors=self.errors, environment=self._environment())
+
+    def _environment(self) -> EnvironmentRef | None:
+        system = getattr(self, "system", None)
+        if system is None:
+            return None
+        return {"backend": "host" if system.is_host else "image", "image": system.image, "source": system.source,
+                "notes": list(system.notes)}
 
     def _save(self) -> None:
         """trajectory.json, written once at the end (and the per-command partial file removed)."""

@@ -15,6 +15,7 @@ must already be in the runtime's local store.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -27,12 +28,18 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BACKENDS = ("host", "image")  # agent.environment.backend
+from depgpo.env import base_images
+from depgpo.tasks.dockerfile import external_bases
+
+BACKENDS = ("auto", "host", "image")  # agent.environment.backend
 RUNTIMES = ("podman", "docker", "apptainer", "singularity")
 OCI_RUNTIMES = ("podman", "docker")
 # Top-level directories an image may have as symlinks into /usr (merged /usr) or as directories of their own.
 TOP_LEVEL_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "depgpo" / "images"
+CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "depgpo"
+DEFAULT_CACHE = CACHE_ROOT / "images"
+WHEELS_IN_BUILD = "/var/cache/depgpo/wheels"  # where a build's RUN pip install finds the local wheel cache
+BUILD_TIMEOUT_S = 1800
 
 
 class ImageError(RuntimeError):
@@ -47,6 +54,8 @@ class SystemRoot:
     image: str | None = None                             # None: the host
     env: dict[str, str] = field(default_factory=dict)    # the image's ENV
     workdir: str | None = None                           # the image's WORKDIR
+    source: str = "host"                                 # host | local | pulled | built
+    notes: tuple[str, ...] = ()                          # how the environment differs from the task's own image
 
     @property
     def is_host(self) -> bool:
@@ -56,19 +65,75 @@ class SystemRoot:
 HOST = SystemRoot()
 
 
-_resolved: dict[tuple, SystemRoot] = {}
+@dataclass(frozen=True)
+class TaskImage:
+    """The image an episode of a task runs in, and where it came from."""
+
+    reference: str
+    source: str                  # local | pulled | built
+    notes: tuple[str, ...] = ()  # the bases it was built on, and how they differ from the real ones
 
 
-def system_root_for(task, backend: str, runtime: str = "auto", cache_dir: Path = DEFAULT_CACHE) -> SystemRoot:
-    """The system root of `task`'s episodes under `backend` (host | image), resolved once per process and task."""
-    if backend == "host":
-        return HOST
+def host_release() -> str | None:
+    """This machine's Debian release (bookworm), from /etc/os-release; None when it is not Debian."""
+    try:
+        fields = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    except OSError:
+        return None
+    return fields.get("VERSION_CODENAME", "").strip('"') if fields.get("ID", "").strip('"') == "debian" else None
+
+
+def host_mismatch(task) -> list[str]:
+    """Why the host backend cannot stand for the task's image; empty when it can: the Dockerfile builds on this
+    host's own Debian release (debian:12, python:3.11-slim on Debian 12) and does nothing but COPY, ENV and WORKDIR.
+    RUN steps are the image builder's job: they are never replayed on the host."""
+    if task.docker_image and task.dockerfile is None:
+        return [f"the environment is the prebuilt image {task.docker_image}"]
+    reasons = [f"RUN {' '.join(c.split())[:100]}: build steps need the image backend" for c in task.setup_commands]
+    reasons += task.unreplayable
+    for base in external_bases(task.dockerfile.read_text(errors="replace")) if task.dockerfile else []:
+        recipe, release = base_images.recipe_for(base), host_release()
+        if recipe is None or recipe.approximated or recipe.release != release:
+            reasons.append(f"FROM {base}: not this host's Debian {release or '(none)'}")
+    return list(dict.fromkeys(reasons))
+
+
+def backend_for(task, backend: str) -> str:
+    """`auto` is the host backend where it stands for the task's image exactly (host_mismatch), else the image's."""
     if backend not in BACKENDS:
-        raise ImageError(f"agent.environment.backend={backend!r} is not a backend; use host or image")
+        raise ImageError(f"agent.environment.backend={backend!r} is not a backend; use auto, host or image")
+    if backend != "auto":
+        return backend
+    return "image" if host_mismatch(task) else "host"
+
+
+_resolved: dict[tuple, SystemRoot] = {}
+_failed: dict[tuple, ImageError] = {}  # a failed build or pull is paid once per process, not once per episode
+
+
+def system_root_for(task, backend: str, runtime: str = "auto", cache_dir: Path = DEFAULT_CACHE,
+                    wheels: Path | None = None) -> SystemRoot:
+    """The system root of `task`'s episodes under `backend` (auto | host | image), resolved once per process and
+    task. The host backend refuses a task it cannot stand for (host_mismatch): it replays no build step."""
+    backend = backend_for(task, backend)
+    if backend == "host":
+        mismatch = host_mismatch(task)
+        if mismatch:
+            raise ImageError(f"{task.root}: agent.environment.backend=host cannot run this task ({'; '.join(mismatch)}"
+                             "); use backend image or auto")
+        return HOST
     key = (str(task.root), task.docker_image, runtime, str(cache_dir))
+    if key in _failed:
+        raise _failed[key]
     if key not in _resolved:
-        name = find_runtime(runtime)
-        _resolved[key] = materialize(image_of(task, name), name, cache_dir)
+        try:
+            name = find_runtime(runtime)
+            image = image_of(task, name, wheels or cache_dir.parent / "wheels")
+            root = materialize(image.reference, name, cache_dir)
+        except ImageError as e:
+            _failed[key] = e
+            raise
+        _resolved[key] = dataclasses.replace(root, source=image.source, notes=image.notes)
     return _resolved[key]
 
 
@@ -89,33 +154,77 @@ def find_runtime(preferred: str = "auto") -> str:
                      "is on PATH; install one (Debian: apt-get install podman) or use agent.environment.backend=host")
 
 
-def _run(argv: list[str], what: str) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True)
+def _run(argv: list[str], what: str, timeout: float | None = None) -> str:
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ImageError(f"{what} did not finish within {timeout:.0f} s: `{' '.join(argv)}`") from None
     if result.returncode != 0:
         raise ImageError(f"{what} failed: `{' '.join(argv)}` exited {result.returncode}: "
-                         f"{(result.stderr or result.stdout).strip()[-800:]}")
+                         f"{(result.stderr or result.stdout).strip()[-1500:]}")
     return result.stdout
 
 
-def image_of(task, runtime: str) -> str:
-    """The image an episode of `task` runs in: the task's prebuilt image, else its Dockerfile built by `runtime`
-    (as `docker build` anywhere: its RUN steps run as root with the network, outside any sandbox)."""
+def image_of(task, runtime: str, wheels: Path | None = None) -> TaskImage:
+    """The image an episode of `task` runs in: the task's prebuilt image (by its fully qualified name) where the
+    store has it or a registry gives it, else its environment/Dockerfile built by `runtime` on bases that are
+    bootstrapped from Debian packages when no registry has them (base_images)."""
+    context, has_dockerfile = task.build_context, task.dockerfile is not None
+    pull_error = None
     if task.docker_image:
-        return task.docker_image  # checked by materialize
-    context = task.root / "environment"
-    if not (context / "Dockerfile").is_file():
+        reference = base_images.qualified(task.docker_image)
+        if reference.startswith("-") or not reference.strip():  # would be read as an option of the runtime
+            raise ImageError(f"{task.docker_image!r} is not an image reference")
+        if runtime not in OCI_RUNTIMES or in_local_store(reference, runtime):
+            return TaskImage(reference, "local")
+        try:
+            _run([runtime, "pull", "-q", reference], f"pulling {reference}")
+            return TaskImage(reference, "pulled")
+        except ImageError as e:
+            if not has_dockerfile:
+                raise ImageError(f"{task.root}: {e}; offline, load the image into {runtime}'s store first, or "
+                                 "give the task its environment/Dockerfile") from None
+            pull_error = str(e).splitlines()[-1][-300:]
+    if not has_dockerfile:
         raise ImageError(f"{task.root}: the task names no docker_image and has no environment/Dockerfile; "
                          "run it with agent.environment.backend=host")
     if runtime not in OCI_RUNTIMES:
         raise ImageError(f"{task.root}: {runtime} cannot build environment/Dockerfile; set [environment] "
                          "docker_image in task.toml, or use runtime podman or docker")
+    try:
+        bases = [base_images.ensure_base(name, runtime) for name in
+                 external_bases(task.dockerfile.read_text(errors="replace"))]
+    except base_images.BaseImageError as e:
+        raise ImageError(f"{task.dockerfile}: {e}") from None
+    notes = tuple(f"FROM {b.reference}: {b.source}" + (f" ({'; '.join(b.notes)})" if b.notes else "") for b in bases)
+    if pull_error:
+        notes = (f"the task's image {task.docker_image} could not be pulled ({pull_error}); built from its "
+                 "Dockerfile instead", *notes)
     digest = hashlib.sha256()
+    for base in bases:
+        digest.update(_run([runtime, "image", "inspect", "--format", "{{.Id}}", base.reference], "inspecting").encode())
     for path in sorted(p for p in context.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes())
     tag = f"localhost/depgpo-task-{_slug(task.id)}:{digest.hexdigest()[:12]}"
     if not in_local_store(tag, runtime):
-        _run([runtime, "build", "-t", tag, str(context)], f"building {task.root}/environment")
-    return tag
+        _run([runtime, "build", *_build_options(runtime, wheels), "-f", str(task.dockerfile), "-t", tag, str(context)],
+             f"building {task.root}/environment", timeout=BUILD_TIMEOUT_S)
+    return TaskImage(tag, "built", notes)
+
+
+def _build_options(runtime: str, wheels: Path | None) -> list[str]:
+    """podman: chroot isolation (an OCI runtime needs cgroups the build host may not delegate), never pulling (the
+    bases are in the store by now), and pip pointed at the local wheel cache only, through a pip.conf that exists
+    during the build alone (the image keeps no trace of it)."""
+    if runtime != "podman":
+        return []
+    options = ["--isolation=chroot", "--pull=never"]
+    if wheels is not None:
+        wheels.mkdir(parents=True, exist_ok=True)
+        conf = wheels.parent / "pip-build.conf"
+        conf.write_text(f"[global]\nno-index = true\nfind-links = {WHEELS_IN_BUILD}\n")
+        options += ["-v", f"{wheels}:{WHEELS_IN_BUILD}:ro", "-v", f"{conf}:/etc/pip.conf:ro"]
+    return options
 
 
 def in_local_store(image: str, runtime: str) -> bool:

@@ -94,6 +94,8 @@ class SandboxLayout:
     trace_name: str = "trace.log"     # one log per shell: a restarted shell writes a new one
     system_root: Path = Path("/")     # lower layers of the system directories: the host's, or an unpacked image's
     env: dict[str, str] = field(default_factory=dict)  # the task's ENV (Dockerfile, image), for shell and verifier
+    verifier_binds: list[tuple[str, str]] = field(default_factory=list)  # (host dir, sandbox dir), read-only, for
+    #                                                                      the verifier alone (verifier_tools)
 
     def __post_init__(self) -> None:
         self.workdir = checked_workdir(self.workdir)
@@ -315,6 +317,7 @@ def verifier_bwrap_argv(layout: SandboxLayout, env: dict[str, str], script: str)
     environment and a non-interactive bash that runs `script`."""
     argv = [*BWRAP_NAMESPACES, *_bwrap_mounts(layout),
             "--ro-bind", str(layout.tests_dir), "/tests", "--bind", str(layout.verifier_logs), "/logs",
+            *(arg for host, inside in layout.verifier_binds for arg in ("--ro-bind", host, inside)),
             "--chdir", layout.workdir, "--clearenv", *_setenv(env)]
     return [*argv, "--cap-drop", "ALL", "/bin/bash", "--norc", "--noprofile", "-c", script]
 

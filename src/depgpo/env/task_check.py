@@ -1,18 +1,23 @@
 """Check a task set before running it: what is malformed, and what episodes here cannot reproduce.
 
-Backs `depgpo data check PATH`. A task is ok when it loads, every step of its environment can be replayed, it has an
-oracle solution, and its verifier can run here (offline, if need be). Notes are what a run should know but that
-does not stop it: packages to install from a local cache, a verifier rewritten to run offline.
+Backs `depgpo data check PATH`. A task is ok when it loads, its environment can be had here (the host where it
+stands for the task's image, else the image: in the store, pulled, or built on bases bootstrapped from Debian
+packages), nothing its build, verifier or oracle downloads is missing offline (offline_needs), and it has an oracle;
+with `--oracle`, when its oracle also scores 1 in a real episode. Notes are what a run should know but that does
+not stop it: where the image comes from, how a bootstrapped base differs from the real one.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env import images
+from depgpo.env import base_images, images
+from depgpo.env.offline_needs import internet_reachable, offline_problems
 from depgpo.env.sandbox import checked_workdir
+from depgpo.tasks.dockerfile import external_bases
 from depgpo.tasks import load_task, task_dirs
 from depgpo.tasks.task import Task, TaskFormatError, offline_test_command, verifier_offline_blockers
 
@@ -25,16 +30,21 @@ class TaskReport:
     format: str | None  # None when the task did not load
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    backend: str | None = None  # where its episodes run: host | image
+    oracle_reward: float | None = None  # with --oracle: the oracle episode's reward
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def check_task(path: Path | str, backend: str = "host", runtime: str = "auto") -> TaskReport:
+def check_task(path: Path | str, backend: str = "auto", runtime: str = "auto", wheels: Path | None = None,
+               oracle: bool = False) -> TaskReport:
     """What stops the task at `path` from running here as its benchmark intends, and what a run should know.
-    `backend` is agent.environment.backend: on `host` the Dockerfile is replayed; on `image` the image is used."""
+    `backend` is agent.environment.backend; with `oracle`, a task that passes every check runs its solution in a
+    real episode, and a reward below 1 is a problem too."""
     path = Path(path)
+    wheels = wheels or images.CACHE_ROOT / "wheels"
     try:
         task = load_task(path)
     except TaskFormatError as e:
@@ -42,32 +52,39 @@ def check_task(path: Path | str, backend: str = "host", runtime: str = "auto") -
     report = TaskReport(path, task.format)
     try:
         checked_workdir(task.workdir)
-    except ValueError as e:
+        report.backend = images.backend_for(task, backend)
+    except (ValueError, images.ImageError) as e:
         report.problems.append(str(e))
-    if backend == "image":
-        _check_image(task, report, runtime)
+        return report
+    if report.backend == "host":
+        report.problems += [f"backend host: {reason}" for reason in images.host_mismatch(task)]
     else:
-        report.problems += [f"cannot replay: {step}" for step in task.unreplayable]
-        report.notes += [f"installs packages (needs them on the host or in a local cache): {' '.join(c.split())}"
-                         for c in task.package_installs]
+        _check_image(task, report, runtime)
+        report.problems += offline_problems(task, wheels)
     if task.solution_script is None:
-        oracle = "solution/solve.sh" if task.format == "harbor" else "solution.sh"
-        report.problems.append(f"no oracle solution ({oracle})")
-    _check_verifier(task, report)
+        oracle_file = "solution/solve.sh" if task.format == "harbor" else "solution.sh"
+        report.problems.append(f"no oracle solution ({oracle_file})")
     if task.format == "tb1":
+        _check_verifier(task, report)
         _check_tb1(task, report)
+    if oracle and report.ok:
+        _run_oracle(task, report, backend, runtime, wheels)
     return report
 
 
-def check_task_set(path: Path | str, backend: str = "host", runtime: str = "auto") -> list[TaskReport]:
+def check_task_set(path: Path | str, backend: str = "auto", runtime: str = "auto", wheels: Path | None = None,
+                   oracle: bool = False) -> list[TaskReport]:
     """A report per task of the task set at `path` (or for `path` itself when it is one task)."""
-    return [check_task(d, backend, runtime) for d in task_dirs(path)]
+    return [check_task(d, backend, runtime, wheels, oracle) for d in task_dirs(path)]
 
 
 def format_reports(reports: list[TaskReport]) -> str:
     lines = []
     for report in reports:
-        lines.append(f"{'ok  ' if report.ok else 'FAIL'} {report.path.name} ({report.format or 'unreadable'})")
+        where = f", {report.backend}" if report.backend else ""
+        oracle = f", oracle {report.oracle_reward:g}" if report.oracle_reward is not None else ""
+        lines.append(f"{'ok  ' if report.ok else 'FAIL'} {report.path.name} ({report.format or 'unreadable'}"
+                     f"{where}{oracle})")
         lines += [f"    problem: {p}" for p in report.problems]
         lines += [f"    note: {n}" for n in report.notes]
     lines.append(f"{sum(r.ok for r in reports)} of {len(reports)} tasks ok")
@@ -75,21 +92,68 @@ def format_reports(reports: list[TaskReport]) -> str:
 
 
 def _check_image(task: Task, report: TaskReport, runtime: str) -> None:
-    """Whether the image backend can get the task's image; nothing is pulled, built or unpacked here."""
+    """Whether the image backend can get the task's image: its store, a registry, or a build on bases that are in
+    the store, pullable, or bootstrapped from Debian packages. Nothing is pulled, built or unpacked here."""
     try:
         name = images.find_runtime(runtime)
     except images.ImageError as e:
         report.problems.append(str(e))
         return
-    if not task.docker_image:
-        if name in images.OCI_RUNTIMES:
-            report.notes.append(f"image built from environment/Dockerfile by {name} before the first episode")
-        else:
-            report.problems.append(f"{name} cannot build environment/Dockerfile: name an image in [environment] "
-                                   "docker_image, or use podman or docker")
-    elif name in images.OCI_RUNTIMES and not images.in_local_store(task.docker_image, name):
-        report.notes.append(f"image {task.docker_image} is not in {name}'s local store: the first episode pulls it "
-                            "(offline, load it first)")
+    has_dockerfile = task.dockerfile is not None
+    if task.docker_image:
+        reference = base_images.qualified(task.docker_image)
+        if name not in images.OCI_RUNTIMES or images.in_local_store(reference, name):
+            report.notes.append(f"image {reference}: in {name}'s store")
+            return
+        if internet_reachable():
+            report.notes.append(f"image {reference}: pulled by the first episode")
+            return
+        if not has_dockerfile:
+            report.problems.append(f"image {reference} is not in {name}'s store and no registry is reachable; "
+                                   "load it first, or give the task its environment/Dockerfile")
+            return
+        report.notes.append(f"image {reference} cannot be pulled here: built from {task.dockerfile.name}")
+    if not has_dockerfile:
+        report.problems.append("the task names no docker_image and has no Dockerfile")
+        return
+    if name not in images.OCI_RUNTIMES:
+        report.problems.append(f"{name} cannot build environment/Dockerfile: name an image in [environment] "
+                               "docker_image, or use podman or docker")
+        return
+    for base in external_bases(task.dockerfile.read_text(errors="replace")):
+        full, recipe = base_images.qualified(base), base_images.recipe_for(base)
+        if images.in_local_store(full, name) and recipe is None:
+            report.notes.append(f"FROM {base}: in {name}'s store")
+        elif recipe is None and not internet_reachable():
+            report.problems.append(f"FROM {base}: not in {name}'s store, no registry is reachable, and it is not a "
+                                   "base this project bootstraps (debian:*, python:3.X*, ubuntu:*)")
+        elif recipe is not None and not internet_reachable():
+            kind = "approximated" if recipe.approximated else "bootstrapped"
+            report.notes.append(f"FROM {base}: {kind} from Debian {recipe.release} packages"
+                                + (f" ({'; '.join(recipe.differences)})" if recipe.differences else ""))
+            if shutil.which("mmdebstrap") is None and not images.in_local_store(full, name):
+                report.problems.append(f"FROM {base}: bootstrapping it needs mmdebstrap (apt-get install mmdebstrap)")
+
+
+def _run_oracle(task: Task, report: TaskReport, backend: str, runtime: str, wheels: Path) -> None:
+    """The oracle in a real episode (build included): the verdict is what happens."""
+    from depgpo.env.cli import oracle_commands
+    from depgpo.env.episode import Episode, EpisodeConfig
+
+    config = EpisodeConfig(backend=backend, runtime=runtime, wheel_cache=wheels, command_timeout_s=
+                           task.agent_timeout_s or 900.0)
+    try:
+        with Episode(task, config) as episode:
+            for command in oracle_commands(task):
+                episode.run_command(command)
+            verifier = episode.verify()
+    except images.ImageError as e:
+        report.problems.append(f"the environment could not be made: {e}")
+        return
+    report.oracle_reward = verifier["reward"]
+    if verifier["reward"] < 1.0:
+        why = verifier["error"] or (verifier["output"].strip().splitlines() or ["(no output)"])[-1][:200]
+        report.problems.append(f"the oracle scored {verifier['reward']:g}: {why}")
 
 
 def _check_verifier(task: Task, report: TaskReport) -> None:

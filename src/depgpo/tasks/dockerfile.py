@@ -87,7 +87,7 @@ def parse_dockerfile(text: str) -> DockerfilePlan:
     global_args: dict[str, str] = {}  # ARGs before the first FROM parameterise FROM lines only
     stages: dict[str, _Stage] = {}
     stage: _Stage | None = None
-    for line, keyword, rest, heredoc_lines in _instructions(text):
+    for line, keyword, rest, heredoc_lines in instructions(text):
         if keyword not in _KNOWN:
             raise DockerfileError(line, f"unknown instruction {keyword}", "use a Dockerfile instruction")
         if keyword == "ARG" and stage is None:
@@ -101,6 +101,23 @@ def parse_dockerfile(text: str) -> DockerfilePlan:
     if stage is None:
         raise DockerfileError(1, "no FROM instruction", "start the Dockerfile with FROM <image>")
     return stage.plan
+
+
+def external_bases(text: str) -> list[str]:
+    """The images a Dockerfile builds on: each FROM that names no earlier stage, with the ARGs before it."""
+    global_args: dict[str, str] = {}
+    stages: set[str] = set()
+    bases: list[str] = []
+    for _, keyword, rest, _ in instructions(text):
+        if keyword == "ARG" and not stages and not bases:
+            global_args.update(_parse_args(rest, global_args, global_args))
+        elif keyword == "FROM":
+            words = [w for w in _expand_words(rest, global_args) if not w.startswith("--platform")]
+            if words and words[0].lower() not in stages and words[0].lower() != "scratch" and words[0] not in bases:
+                bases.append(words[0])
+            if len(words) >= 3 and words[1].lower() == "as":
+                stages.add(words[2].lower())
+    return bases
 
 
 def resolve_copies(plan: DockerfilePlan, context: Path) -> list[tuple[Path, str]]:
@@ -144,7 +161,7 @@ def package_install_commands(script: str) -> list[str]:
 # --- instructions ---------------------------------------------------------------------------------------------
 
 
-def _instructions(text: str):
+def instructions(text: str):
     """(line number, KEYWORD, arguments, heredoc lines) per instruction, continuations joined, comments dropped."""
     lines = text.splitlines()
     i = 0

@@ -80,6 +80,8 @@ def load_harbor_task(shown: Path) -> Task:
         verifier_env=verifier_env,
         solution_script=solution if solution.is_file() else None,
         docker_image=docker_image,
+        dockerfile=root / "environment" / "Dockerfile" if (root / "environment" / "Dockerfile").is_file() else None,
+        build_context=root / "environment",
         allow_internet=allow_internet,
         metadata=_table(config, "metadata", config_file),
     )

@@ -5,8 +5,9 @@ How an episode uses a Task:
    order, each in its own `/bin/sh -c` (they cd, export and may exit), in the episode's copy-on-write root with
    `env` set;
 2. start the agent's shell in `workdir` with `env`, and give the agent `instruction`;
-3. copy `verifier_files` under /tests (read-only), run `test_command` (or `offline_test_command(task)` when the
-   episode has no network) in `workdir` with `env` and `verifier_env`, and read the reward: /logs/verifier/reward.json
+3. copy `verifier_files` under /tests (read-only), run `test_command` as written (Harbor; what it downloads is
+   served offline by env.verifier_tools), or `offline_test_command(task)` (Terminal-Bench-1, whose run-tests.sh
+   needs helper scripts TB1 does not ship), in `workdir` with `env` and `verifier_env`, and read the reward: /logs/verifier/reward.json
    or reward.txt when written, else the per-test outcomes weighted by `test_weights`, else pytest's result.
 """
 
@@ -61,6 +62,8 @@ class Task:
     solution_script: Path | None = None
     test_weights: dict[str, float] | None = None  # test name -> weight, summing to 1 (TB1 weights.json)
     docker_image: str | None = None  # a prebuilt image named by the task
+    dockerfile: Path | None = None     # the Dockerfile its image is built from, and the build context
+    build_context: Path | None = None
     allow_internet: bool = True
     metadata: dict = field(default_factory=dict)
 
@@ -84,15 +87,16 @@ def verifier_offline_blockers(task: Task) -> list[str]:
     return blockers
 
 
-def offline_test_command(task: Task, workdir: str | None = None) -> str:
-    """The verifier command for an episode without network.
+def offline_test_command(task: Task, workdir: str | None = None, python: str = "python3") -> str:
+    """The verifier command for a Terminal-Bench-1 episode without network (Harbor's test.sh runs as written).
 
     Harbor's usual tests/test.sh downloads uv, Python and pytest, runs pytest on the task's test file and writes
     /logs/verifier/reward.txt: 1 if every test passed, else 0. TB1's run-tests.sh downloads the same way and leaves
     scoring to the harness. When the script would download or install anything, or runs helper scripts the task
     does not ship (TB1's shared setup-uv-pytest.sh), we replace the whole script by what it is for: the sandbox's
     own `python3 -m pytest` on the test files the script names (all test files when it names none), writing
-    reward.txt the same way. Packages the tests import must then be on the host. Weighted TB1 tasks get no
+    reward.txt the same way (`python`: the interpreter that runs pytest; in an image, uv's, from the wheel cache).
+    Packages the tests import must then be in the environment. Weighted TB1 tasks get no
     reward.txt: their reward is the weights of the passing tests, read from the JUnit report.
     A script that needs no network is kept as it is.
     """
@@ -104,7 +108,8 @@ def offline_test_command(task: Task, workdir: str | None = None) -> str:
                          f"test_*.py file to run offline instead")
     # No pytest cache or bytecode: /tests is read-only, and files pytest wrote under the workdir would show up as
     # writes in the verifier's trace.
-    run_pytest = (f"cd {shlex.quote(workdir or task.workdir)} && {ISOLATED_PYTEST} "
+    runner = ISOLATED_PYTEST.replace("python3 -m pytest", f"{python} -m pytest")  # an image may lack pytest: uv's
+    run_pytest = (f"cd {shlex.quote(workdir or task.workdir)} && {runner} "
                   f"-rA --junitxml={VERIFIER_LOGS}/junit.xml {' '.join(test_files)}")
     if task.test_weights is not None:
         return f"mkdir -p {VERIFIER_LOGS}; {run_pytest}"

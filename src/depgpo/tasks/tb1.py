@@ -75,6 +75,8 @@ def load_tb1_task(shown: Path) -> Task:
         solution_script=solution if solution.is_file() else None,
         test_weights=_read_weights(root / "weights.json", shown / "weights.json"),
         docker_image=docker_image,
+        dockerfile=root / "Dockerfile" if (root / "Dockerfile").is_file() else None,
+        build_context=root,
         metadata={k: v for k, v in config.items()
                   if k not in ("instruction", "max_test_timeout_sec", "max_agent_timeout_sec")},
     )

@@ -128,6 +128,13 @@ class Timings(TypedDict):
     total_s: float | None
 
 
+class EnvironmentRef(TypedDict):
+    backend: Literal["host", "image"]
+    image: str | None  # the image the episode ran in (None: the host's root)
+    source: str        # host | local | pulled | built
+    notes: list[str]   # how the environment differs from the task's own image (bases bootstrapped, approximated)
+
+
 class Trajectory(TypedDict):
     schema_version: int
     task: TaskRef
@@ -141,6 +148,7 @@ class Trajectory(TypedDict):
     timings: Timings
     errors: list[str]  # recorded failures (setup, replay, tracer, disk limit, harness)
     num_turns: NotRequired[int]  # model turns (the agent loop, offline inference): may exceed the commands' turns
+    environment: NotRequired[EnvironmentRef]  # traced episodes: where the system directories came from
 
 
 @dataclass(frozen=True)
@@ -176,11 +184,14 @@ def unverified(E: list[str], error: str | None = None, **fields: Any) -> Verifie
 def make_trajectory(*, task: TaskRef, instruction: str, workdir: str, tracked_roots: list[str],
                     source: Literal["traced", "static"], commands: list[CommandRecord],
                     verifier: VerifierSection | None, final: FinalSection | None, timings: Timings,
-                    errors: list[str], num_turns: int | None = None) -> Trajectory:
+                    errors: list[str], num_turns: int | None = None,
+                    environment: EnvironmentRef | None = None) -> Trajectory:
     """The record, with its fields in the documented order."""
     trajectory = Trajectory(schema_version=SCHEMA_VERSION, task=task, instruction=instruction, workdir=workdir,
                             tracked_roots=tracked_roots, source=source, commands=commands, verifier=verifier,
                             final=final, timings=timings, errors=errors)
     if num_turns is not None:
         trajectory["num_turns"] = num_turns
+    if environment is not None:
+        trajectory["environment"] = environment
     return trajectory

@@ -17,8 +17,8 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "
 PSEUDO_DIRS = ("/proc", "/sys", "/dev", "/run")
 # Package managers' state, caches and logs.
 PACKAGE_STATE_DIRS = ("/var/cache", "/var/lib", "/var/log")
-# The harness's own: the verifier's logs and tests (mounted for the verifier only) and the command markers.
-HARNESS_DIRS = ("/logs", "/tests", "/.depgpo", "/.depgpo_mark")
+# The harness's own: the verifier's logs, tests and offline tools (mounted for the verifier only), the markers.
+HARNESS_DIRS = ("/logs", "/tests", "/.depgpo", "/.depgpo_mark", "/.depgpo_tools")
 # Files below these are never records.
 UNTRACKED_PREFIXES = SYSTEM_DIRS + PSEUDO_DIRS + PACKAGE_STATE_DIRS + HARNESS_DIRS
 # Interpreter and package caches, wherever they lie (a venv under /app included); and compiled Python files.

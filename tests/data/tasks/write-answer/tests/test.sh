@@ -1,7 +1,7 @@
 #!/bin/bash
 # Fetch uv, run the checks under a pinned pytest, and turn the outcome into the reward (1 = every check passed).
 apt-get update && apt-get install -y curl
-curl -LsSf https://astral.sh/uv/0.8.0/install.sh | sh
+curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh
 source "$HOME/.local/bin/env"
 
 if [ "$PWD" = "/" ]; then
@@ -10,7 +10,7 @@ if [ "$PWD" = "/" ]; then
 fi
 
 mkdir -p /logs/verifier
-uvx -p 3.12 -w pytest==8.3.5 pytest /tests/test_outputs.py -rA
+uvx -p 3.13 -w pytest==8.4.1 pytest /tests/test_outputs.py -rA
 if [ $? -eq 0 ]; then
     echo 1 > /logs/verifier/reward.txt
 else

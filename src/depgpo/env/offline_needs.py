@@ -1,0 +1,146 @@
+"""What a task needs from outside that this machine cannot give it: the prediction behind `depgpo data check`.
+
+Episodes have no network. A task's image is built with the Debian archive (apt) and the local wheel cache (pip)
+only, and its verifier gets uv and wheels from that cache (verifier_tools). So a task cannot run here when its
+build, its verifier or its oracle downloads something else, asks uv for a Python its image lacks, or installs
+packages at test time. Each finding names the step and what it needs.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import socket
+import urllib.request
+from pathlib import Path
+
+from depgpo.env import base_images, verifier_tools
+from depgpo.tasks.dockerfile import instructions, external_bases, network_fetch_commands
+from depgpo.tasks.task import Task
+
+_APT_INSTALL = re.compile(r"apt(?:-get)?\s+(?:-\S+\s+)*install\s+(?P<args>[^\n;&|]*)")
+_HARMLESS_AT_TEST_TIME = {"curl"}  # test.sh installs curl only to fetch uv's installer, whose effect we supply
+
+
+@functools.cache
+def internet_reachable() -> bool:
+    """Whether hosts beyond the package registries resolve (github.com): on clusters, downloads at build work."""
+    try:
+        socket.getaddrinfo("github.com", 443)
+        return True
+    except OSError:
+        return False
+
+
+@functools.cache
+def debian_archive_reachable(mirror: str = base_images.DEBIAN_MIRROR) -> bool:
+    try:
+        with urllib.request.urlopen(f"{mirror}/dists/stable/Release", timeout=10):
+            return True
+    except OSError:
+        return False
+
+
+def apt_packages(script: str) -> list[str]:
+    """Package names of the `apt-get install` commands of a script."""
+    names = []
+    for match in _APT_INSTALL.finditer(verifier_tools.joined_lines(script)):
+        names += [w.split("=")[0] for w in match["args"].split() if not w.startswith("-") and w != "\\"]
+    return names
+
+
+def image_python(task: Task, build_script: str) -> str | None:
+    """The Python the built image will have: its base's, or the release's python3 when the build installs it."""
+    for base in reversed(_bases(task)):
+        recipe = base_images.recipe_for(base)
+        if recipe is None:
+            return None
+        if recipe.python_image or {"python3", "python3-pip", "python3-venv"} & set(apt_packages(build_script)):
+            return base_images.DEBIAN_PYTHON[recipe.release]
+    return None
+
+
+def _bases(task: Task) -> list[str]:
+    return external_bases(task.dockerfile.read_text(errors="replace")) if task.dockerfile else []
+
+
+def build_script(task: Task) -> str:
+    """The shell text the build runs: every RUN, and the context's scripts those RUN steps name."""
+    if task.dockerfile is None:
+        return ""
+    runs = [rest for _, keyword, rest, heredoc in instructions(task.dockerfile.read_text(errors="replace"))
+            if keyword == "RUN" for rest in [rest + "\n" + "\n".join(heredoc)]]
+    text = verifier_tools.joined_lines("\n".join(runs))
+    for script in task.build_context.rglob("*.sh"):
+        if script.name in text:
+            text += "\n" + script.read_text(errors="replace")
+    return text
+
+
+def wheel_in_cache(requirement: str, python: str | None, wheels: Path) -> bool:
+    """Whether the cache has a wheel for `requirement` (name, or name==version) that installs on `python`."""
+    match = re.fullmatch(r"([A-Za-z0-9._-]+)(?:\[[^\]]*\])?(?:==([A-Za-z0-9.+!_-]+))?", requirement)
+    name = match[1] if match else re.split(r"[\[=<>!~ ;]", requirement, maxsplit=1)[0]
+    version = match[2] if match else None  # a range: any wheel of it (prefetch resolved it)
+    tags = ("py3-none", "py2.py3-none", "abi3") + ((f"cp{python.replace('.', '')}-",) if python else ())
+    for wheel in wheels.glob("*.whl") if wheels.is_dir() else []:
+        wheel_name, wheel_version = wheel.name.split("-")[:2]
+        if _normal(wheel_name) == _normal(name) and version in (None, wheel_version) and \
+                any(tag in wheel.name for tag in tags):
+            return True
+    return False
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def offline_problems(task: Task, wheels: Path) -> list[str]:
+    """Why the task's build, verifier or oracle cannot run here (empty: nothing known stands in the way)."""
+    problems = []
+    script = build_script(task)
+    if not internet_reachable():
+        problems += [f"the build downloads: {c}" for c in network_fetch_commands(script)]
+        dockerfile = task.dockerfile.read_text(errors="replace") if task.dockerfile else ""
+        for _, keyword, rest, _ in instructions(dockerfile):
+            if keyword == "ADD" and re.search(r"https?://", rest):
+                problems.append(f"the build downloads: ADD {rest}")
+            if keyword == "COPY" and "--from=" in rest and "/" in rest.split("--from=")[1].split()[0]:
+                problems.append(f"the build copies from another image: COPY {rest}")
+    if apt_packages(script) and not debian_archive_reachable():
+        problems.append(f"the build installs Debian packages ({' '.join(apt_packages(script))}) and the Debian "
+                        f"archive {base_images.DEBIAN_MIRROR} is unreachable")
+    python = image_python(task, script)
+    for match in verifier_tools.PIP_INSTALL.finditer(script):
+        problems += [f"the build pip-installs {r}, which the wheel cache {wheels} lacks (run `depgpo data prefetch`)"
+                     for r in verifier_tools.requirements_in(match["args"]) if not wheel_in_cache(r, python, wheels)]
+    test_script = task.verifier_script.read_text(errors="replace") if task.format == "harbor" else ""
+    needs = verifier_tools.verifier_needs(test_script)
+    name = task.verifier_script.name
+    if needs.uv_version is not None and verifier_tools.uv_wheel(wheels, needs.uv_version) is None:
+        problems.append(f"{name} installs uv {needs.uv_version or '(latest)'}, which the wheel cache lacks "
+                        "(run `depgpo data prefetch`)")
+    for wanted in needs.pythons:
+        if python is None or not (python == wanted or python.startswith(wanted + ".")):
+            problems.append(f"{name} asks uv for Python {wanted}; the image has {python or 'none'}, and uv would "
+                            "download one (no network in episodes)")
+    problems += [f"{name} installs {r}, which the wheel cache lacks (run `depgpo data prefetch`)"
+                 for r in needs.requirements if not wheel_in_cache(r, needs.pythons[0] if needs.pythons else python,
+                                                                   wheels)]
+    in_image = set(apt_packages(script))
+    missing = [p for p in apt_packages(test_script) if p not in in_image and p not in _HARMLESS_AT_TEST_TIME]
+    if missing:
+        problems.append(f"{name} apt-installs {' '.join(missing)} at test time, which the image lacks (episodes "
+                        "have no network)")
+    problems += [f"{name} downloads: {c}" for c in network_fetch_commands(test_script) if "astral.sh/uv" not in c]
+    if task.solution_script is not None:
+        solve = verifier_tools.joined_lines(task.solution_script.read_text(errors="replace"))
+        problems += [f"the oracle ({task.solution_script.name}) downloads: {c}" for c in network_fetch_commands(solve)]
+        for match in verifier_tools.PIP_INSTALL.finditer(solve):
+            problems += [f"the oracle pip-installs {r} (no network in episodes)"
+                         for r in verifier_tools.requirements_in(match["args"])]
+        missing = [p for p in apt_packages(solve) if p not in in_image]
+        if missing:
+            problems.append(f"the oracle apt-installs {' '.join(missing)}, which the image lacks (no network in "
+                            "episodes)")
+    return list(dict.fromkeys(problems))

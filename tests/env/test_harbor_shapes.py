@@ -1,0 +1,137 @@
+"""Project-written Harbor tasks in the shapes that failed on real Terminal-Bench 2 tasks, built offline and run as a
+user runs them (`depgpo run-episode`): a python:3.13-slim base whose tests call the image's `python`, a RUN pip
+install from the local wheel cache, COPY then WORKDIR into a subdirectory, a test.sh that fetches uv and copies a
+file before pytest runs through uvx, and an ubuntu base that offline is approximated by Debian and says so.
+
+The bases are bootstrapped with mmdebstrap from the Debian archive into podman's store (once per recipe); the wheel
+cache is filled from PyPI by the session fixture `wheel_cache` (as `depgpo data prefetch` does).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from depgpo.env import base_images, images
+from depgpo.env.task_check import check_task
+from depgpo.tasks import load_task
+from tests.helpers import DATA
+from tests.helpers.cli import depgpo
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(
+    shutil.which("podman") is None or shutil.which("mmdebstrap") is None,
+    reason="podman and mmdebstrap build the images (envs/setup.sh test installs them)")]
+
+SHAPES = DATA / "harbor-shapes"
+SITE, UBUNTU = SHAPES / "site-report", SHAPES / "ubuntu-log-count"
+
+
+def run_episode(task, tmp_path, name, *, oracle=False, commands=None):
+    out = tmp_path / name
+    if oracle:
+        args = ["--oracle"]
+    else:
+        (tmp_path / f"{name}.json").write_text(json.dumps(commands))
+        args = ["--commands", str(tmp_path / f"{name}.json")]
+    proc = depgpo("run-episode", str(task), *args, "--out", str(out), timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "trajectory.json").read_text()), proc.stderr
+
+
+@pytest.mark.parametrize("task", [SITE, UBUNTU], ids=lambda p: p.name)
+def test_the_oracle_scores_1_and_doing_nothing_0(task, tmp_path, wheel_cache):
+    solved, stderr = run_episode(task, tmp_path, "oracle", oracle=True)
+    assert solved["verifier"]["reward"] == 1.0, solved["verifier"]["output"][-2000:]
+    assert solved["environment"]["backend"] == "image" and solved["environment"]["source"] == "built"
+    assert "environment: image localhost/depgpo-task-" in stderr  # said on the terminal, not only in the file
+    idle, _ = run_episode(task, tmp_path, "idle", commands=["true"])
+    assert idle["verifier"]["reward"] == 0.0
+
+
+def test_the_site_image_is_built_on_a_bootstrapped_python_after_the_named_image_cannot_be_pulled(tmp_path,
+                                                                                                 wheel_cache):
+    trajectory, _ = run_episode(SITE, tmp_path, "oracle", oracle=True)
+    notes = trajectory["environment"]["notes"]
+    assert "could not be pulled" in notes[0] and "docker.io/depgpo-fixtures/site-report:1" in notes[0]
+    assert notes[1].startswith("FROM docker.io/library/python:3.13-slim: bootstrapped")
+    output = trajectory["verifier"]["output"]
+    assert "curl: command not found" in output or "Could not resolve host" in output  # the step ran, offline
+    assert "pytest-8.4.1" in output and "2 passed" in output  # uvx's pinned pytest, from the wheel cache
+
+
+def test_the_ubuntu_base_is_reported_as_approximated(tmp_path, wheel_cache):
+    trajectory, stderr = run_episode(UBUNTU, tmp_path, "oracle", oracle=True)
+    assert any("ubuntu:24.04: approximated (Debian trixie stands in for Ubuntu 24.04" in n
+               for n in trajectory["environment"]["notes"])
+    assert "approximated" in stderr
+    report = check_task(UBUNTU, wheels=wheel_cache)
+    assert report.ok and report.backend == "image"
+    assert any("approximated from Debian trixie" in note for note in report.notes)
+
+
+def test_a_planted_copy_of_the_verifiers_helper_is_overwritten_as_test_sh_says(tmp_path, wheel_cache):
+    """test.sh copies /tests/count_words.py next to the work before pytest: an agent's own count_words.py that
+    agrees with its wrong report is replaced, so the report is checked against the real reference."""
+    fake = "print(open('/app/site/report.txt').read(), end='')"
+    trajectory, _ = run_episode(SITE, tmp_path, "forge", commands=[
+        "printf 'a.md 1\\nb.md 1\\n' > /app/site/report.txt", f"echo {json.dumps(fake)} > /app/site/count_words.py"])
+    assert trajectory["verifier"]["reward"] == 0.0
+
+
+def test_an_env_file_the_agent_plants_for_uv_is_not_what_the_verifier_sources(tmp_path, wheel_cache):
+    plant = ("mkdir -p /root/.local/bin && printf 'echo 1 > /logs/verifier/reward.txt; exit 0\\n' "
+             "> /root/.local/bin/env && printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt\\n' "
+             "> /root/.local/bin/uvx && chmod +x /root/.local/bin/uvx")
+    trajectory, _ = run_episode(SITE, tmp_path, "plant", commands=[plant])
+    assert trajectory["verifier"]["reward"] == 0.0
+
+
+def test_data_check_predicts_both_shapes_runnable(wheel_cache):
+    for task in (SITE, UBUNTU):
+        report = check_task(task, wheels=wheel_cache)
+        assert report.ok, report.problems
+
+
+def test_a_failing_build_is_paid_once_and_says_what_the_builder_said(tmp_path, monkeypatch, wheel_cache):
+    task_dir = shutil.copytree(UBUNTU, tmp_path / "broken")
+    (task_dir / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nRUN echo the-build-step-fails && false\n")
+    task = load_task(task_dir)
+    builds = []
+    real_run = images._run
+    monkeypatch.setattr(images, "_run", lambda argv, what, timeout=None: (builds.append(argv) if "build" in argv
+                                                                          else None) or real_run(argv, what, timeout))
+    for _ in range(2):
+        with pytest.raises(images.ImageError, match="the-build-step-fails"):
+            images.system_root_for(task, "image", wheels=wheel_cache)
+    assert len(builds) == 1
+
+
+@pytest.mark.parametrize("reference, qualified", [
+    ("python:3.13-slim", "docker.io/library/python:3.13-slim"),
+    ("alexgshaw/regex-log:20251031", "docker.io/alexgshaw/regex-log:20251031"),
+    ("ghcr.io/laude-institute/t-bench/python-3-13:20250620", "ghcr.io/laude-institute/t-bench/python-3-13:20250620"),
+    ("localhost/depgpo-task-x:1", "localhost/depgpo-task-x:1"),
+])
+def test_short_names_are_qualified_as_docker_resolves_them(reference, qualified):
+    assert base_images.qualified(reference) == qualified
+
+
+@pytest.mark.parametrize("reference, release, approximated", [
+    ("python:3.13-slim-bookworm", "trixie", False),  # the Python version wins over the named release (declared)
+    ("python:3.11-slim", "bookworm", False),
+    ("python:3.12-slim", "bookworm", True),          # no Debian release ships 3.12
+    ("debian:13.0-slim", "trixie", False),
+    ("debian:bookworm", "bookworm", False),
+    ("ubuntu:24.04", "trixie", True),
+])
+def test_recipes_name_the_release_they_bootstrap(reference, release, approximated):
+    recipe = base_images.recipe_for(reference)
+    assert (recipe.release, recipe.approximated) == (release, approximated)
+
+
+@pytest.mark.parametrize("reference", ["alpine:3.20", "nvidia/cuda:12.4.0-base-ubuntu22.04", "python:3.13-alpine",
+                                       "python@sha256:" + "0" * 64])
+def test_bases_without_a_recipe_are_refused_by_name(reference):
+    assert base_images.recipe_for(reference) is None
