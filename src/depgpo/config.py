@@ -235,8 +235,9 @@ def value_choices() -> dict[str, Choice]:
         "credit.variant": Choice(VARIANTS, "full DepGPO or a Table 2 ablation; select it with ablation=NAME"),
         "sft.backend": Choice(BACKENDS_OF_STAGES, "local: one process, CPU or one GPU; verl: verl's trainer, GPUs"),
         "rl.backend": Choice(BACKENDS_OF_STAGES, "local: one process, CPU or one GPU; verl: verl's trainer, GPUs"),
-        "agent.environment.backend": Choice(BACKENDS, "host: this machine's system directories; image: each "
-                                                      "task's container image"),
+        "agent.environment.backend": Choice(BACKENDS, "auto: the host where it stands for the task's image, "
+                                                      "else the image; host: this machine's system directories; "
+                                                      "image: each task's container image"),
         "agent.environment.runtime": Choice(("auto", *RUNTIMES), "the image backend's container runtime; auto: "
                                                                  "the first on PATH"),
         "agent.environment.tampering": Choice(TAMPERING_POLICIES, "zero: an episode whose verifier ran "

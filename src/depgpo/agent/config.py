@@ -29,6 +29,8 @@ def agent_config(cfg: DictConfig, credit: bool = False) -> AgentConfig:
                             runtime=environment.runtime, tampering=environment.tampering, limits=limits)
     if environment.cache_dir:
         episode.image_cache = Path(environment.cache_dir)
+    if environment.wheel_cache:
+        episode.wheel_cache = Path(environment.wheel_cache)
     return AgentConfig(max_turns=cfg.agent.max_turns, max_context_tokens=cfg.agent.max_context_tokens,
                        workers=cfg.agent.workers, episode=episode,
                        credit=CreditConfig.from_mapping(OmegaConf.to_container(cfg.credit)) if credit else None)
