@@ -19,7 +19,7 @@ from depgpo.trajectory.load import TrajectoryError, check_header
 from depgpo.trajectory.load import field as _get
 from depgpo.trajectory.load import items as _items
 from depgpo.trajectory.schema import MAX_TURNS
-from depgpo.trajectory.scope import GLOB_CHARS, record_directory
+from depgpo.trajectory.scope import GLOB_CHARS, record_root
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,8 @@ class VerifierRecords:
         globs = [record for record in records if GLOB_CHARS.search(record)]
         self.records = frozenset(records)  # a glob is also kept verbatim: a file may be named `a[1].txt`
         self._glob = re.compile("|".join(fnmatch.translate(glob) for glob in globs)) if globs else None
-        # Directories that hold a file record (for a glob, the directory above its first wildcard).
-        self.directories = sorted({record_directory(record) for record in records if record.startswith("/")})
+        # Directories that hold a file record (for a glob, the directory above its first wildcard; never `/`).
+        self.directories = sorted({record_root(record) for record in records if record.startswith("/")} - {None})
 
     def __contains__(self, record: str) -> bool:
         return record in self.records or (self._glob is not None and self._glob.match(record) is not None)

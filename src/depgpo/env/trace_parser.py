@@ -21,6 +21,7 @@ Attribution (docs/sandbox.md#layout):
   EINPROGRESS counts. Calls on an already open fd with an empty path (fstat) are not recorded: the open was.
 - Files a segment certainly created (O_EXCL, mkdir, or a path last seen absent) and removed again in the same segment
   are temporary: they vanish from that segment's summary, and renaming one onto X counts as a write of X (sed -i).
+  The order of its own processes' reads and replacements is kept too (trace_state: `replaced_before_read`).
 
 Processes, ports and marks:
 - A process is named after its last execve. Summaries are computed when asked for, so a background job that exec'd
@@ -41,7 +42,7 @@ from typing import Callable
 
 from depgpo.env.strace_flags import MARK_DIR
 from depgpo.env.trace_state import (SETUP, VERIFIER, ProcInfo, Segment, SegmentEffects, SegmentRecord,
-                                    TracedProcess, agent_owned, descends_from, proc_info)
+                                    TracedProcess, agent_owned, descends_from, is_own, proc_info)
 from depgpo.env.trace_syntax import (AT, AT_ARGS, CHDIR, CREAT, DELETE, EXEC, FAST_SKIP_PREFIXES, FD, FD_ARG,
                                      FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS, MARK_NEEDLE,
                                      MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED,
@@ -373,14 +374,14 @@ class TraceParser:
         if "O_DIRECTORY" in flags or "O_PATH" in flags:
             self._record(proc, seg, "stats", path)
             return
-        if "O_WRONLY" not in flags:
-            self._record(proc, seg, "reads", path)
-        if "O_CREAT" in flags:
+        if "O_CREAT" in flags:  # creation and truncation first: a read through this fd sees the new content
             self._create(proc, seg, path, certain="O_EXCL" in flags or was_absent, kind="created")
-        if "O_WRONLY" in flags or "O_RDWR" in flags or "O_CREAT" in flags or "O_TRUNC" in flags:
-            self._record(proc, seg, "opened_for_write", path)
         if "O_TRUNC" in flags:
             self._record(proc, seg, "truncated", path)
+        if "O_WRONLY" not in flags:
+            self._record(proc, seg, "reads", path)
+        if "O_WRONLY" in flags or "O_RDWR" in flags or "O_CREAT" in flags or "O_TRUNC" in flags:
+            self._record(proc, seg, "opened_for_write", path)
 
     def _rename(self, proc: TracedProcess, seg: Segment, source: str, target: str, exchange: bool) -> None:
         keep_source, keep_target = self._keep(source), self._keep(target)
@@ -401,7 +402,7 @@ class TraceParser:
         elif keep_source and keep_target:
             main, late = self._targets(proc, seg)
             if main is not None:
-                main.rename(source, target, target_was_absent)
+                main.rename(source, target, target_was_absent, is_own(proc, seg))
             if late is not None:
                 late.add_late("deleted", source)
                 late.add_late("opened_for_write", target)
@@ -434,21 +435,21 @@ class TraceParser:
     def _record(self, proc: TracedProcess, seg: Segment, kind: str, record: str) -> None:
         main, late = self._targets(proc, seg)
         if main is not None:
-            main.sets[kind].add(record)
+            main.add(kind, record, is_own(proc, seg))
         if late is not None:
             late.add_late(kind, record)
 
     def _create(self, proc: TracedProcess, seg: Segment, path: str, certain: bool, kind: str) -> None:
         main, late = self._targets(proc, seg)
         if main is not None:
-            main.create(path, certain, kind)
+            main.create(path, certain, kind, is_own(proc, seg))
         if late is not None:
             late.add_late(kind, path)
 
     def _remove(self, proc: TracedProcess, seg: Segment, path: str) -> None:
         main, late = self._targets(proc, seg)
         if main is not None:
-            main.remove(path)
+            main.remove(path, is_own(proc, seg))
         if late is not None:
             late.add_late("deleted", path)
 

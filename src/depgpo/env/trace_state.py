@@ -16,7 +16,10 @@ Segment = int | str  # command index K >= 0, SETUP or VERIFIER
 # SegmentEffects fields that hold path records; the temp-file rule removes a path from all of them.
 PATH_KINDS = ("reads", "stats", "missing", "listed", "executed", "opened_for_write", "truncated", "created",
               "deleted", "dirs_created", "meta")
-RECORD_KINDS = PATH_KINDS + ("ports_bound", "ports_connected")
+# Kept in the order events came, not folded with the temp-file rule: what a later event of the segment saw.
+ORDER_KINDS = ("replaced_before_read",)
+CONTENT_READ_KINDS = ("reads", "executed", "listed")  # a file's content or a directory's entries seen
+RECORD_KINDS = PATH_KINDS + ("ports_bound", "ports_connected") + ORDER_KINDS
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class SegmentEffects:
     renamed: list[tuple[str, str]] = field(default_factory=list)  # (source, destination), in order
     dirs_created: set[str] = field(default_factory=set)
     meta: set[str] = field(default_factory=set)  # chmod, utimensat
+    # Paths the segment's own processes created, truncated, removed or renamed a temp file onto before they had
+    # read them (open, exec, getdents): whatever they read there later was their own (the verifier's E drops these)
+    replaced_before_read: set[str] = field(default_factory=set)
     ports_bound: set[str] = field(default_factory=set)  # by this segment's processes, whenever the bind happened
     ports_connected: set[str] = field(default_factory=set)
     spawned: list[ProcInfo] = field(default_factory=list)  # started here, alive when the segment ended
@@ -76,6 +82,7 @@ class SegmentRecord:
     def __init__(self) -> None:
         self.sets: dict[str, set[str]] = {kind: set() for kind in RECORD_KINDS}
         self.born: set[str] = set()  # certainly created in this segment and not removed since
+        self.content_read: set[str] = set()  # CONTENT_READ_KINDS by the segment's own processes
         self.renamed: list[tuple[str, str]] = []
         self.killed: dict[TracedProcess, None] = {}  # ordered sets
         self.probed: dict[TracedProcess, None] = {}
@@ -86,18 +93,35 @@ class SegmentRecord:
     def add_late(self, kind: str, record: str | TracedProcess) -> None:
         self.late.setdefault(kind, set()).add(record)
 
-    def create(self, path: str, certain: bool, kind: str) -> None:
+    def add(self, kind: str, record: str, own: bool = False) -> None:
+        """A main effect; `own`: by one of the segment's own processes (is_own), whose reads and replacements are
+        kept in order (`replaced_before_read`)."""
+        self.sets[kind].add(record)
+        if own and kind in CONTENT_READ_KINDS:
+            self.content_read.add(record)
+        elif own and kind == "truncated":
+            self._replaced(record)
+
+    def create(self, path: str, certain: bool, kind: str, own: bool = False) -> None:
         self.sets[kind].add(path)
         if certain:
             self.born.add(path)
+            if own:  # new content (a file, a directory, a link): the verifier's own when it is the creator
+                self._replaced(path)
 
-    def remove(self, path: str) -> None:
+    def remove(self, path: str, own: bool = False) -> None:
+        if own:
+            self._replaced(path)
         if path in self.born:
             self._forget(path)
         else:
             self.sets["deleted"].add(path)
 
-    def rename(self, source: str, target: str, target_was_absent: bool) -> None:
+    def rename(self, source: str, target: str, target_was_absent: bool, own: bool = False) -> None:
+        if own:  # moving content of its own onto target replaces it; the source is gone either way
+            if source in self.sets["replaced_before_read"]:
+                self._replaced(target)
+            self._replaced(source)
         if source in self.born:  # write-temp-then-rename: a write of target
             self._forget(source)
             self.sets["opened_for_write"].add(target)
@@ -105,6 +129,11 @@ class SegmentRecord:
                 self.create(target, True, "created")
         else:
             self.renamed.append((source, target))
+
+    def _replaced(self, path: str) -> None:
+        """An own process replaced or removed `path`: unless it read it before, what it reads there now is its own."""
+        if path not in self.content_read:
+            self.sets["replaced_before_read"].add(path)
 
     def _forget(self, path: str) -> None:
         self.born.discard(path)
@@ -114,6 +143,12 @@ class SegmentRecord:
 
 def proc_info(proc: TracedProcess) -> ProcInfo:
     return ProcInfo(proc.pid, proc.name, proc.owner)
+
+
+def is_own(proc: TracedProcess, seg: Segment) -> bool:
+    """Is `proc`, acting while segment `seg` is current, one of that segment's own processes (not a background job
+    of an earlier command, nor the setup)? Only these make `replaced_before_read`."""
+    return seg != SETUP and (seg if proc.is_shell else proc.owner) == seg
 
 
 def agent_owned(proc: TracedProcess) -> bool:

@@ -4,6 +4,10 @@ E (docs/credit.md#verifier-records) is taken from the trace of the verifier segm
 could have changed, ports it connected to, agent processes it inspected. When the trace yields nothing usable (the
 verifier crashed before inspecting anything, or ran untraced), E falls back to the paths and ports written in the
 verifier's sources, and `E_source` says which.
+
+What the trace shows is more than what the verifier checked; each rule below drops one kind of noise seen on real
+tasks: files the verifier made itself, directories every process passes through, the lookups compilers, linkers and
+the dynamic loader make on their own, and the lookups of rendering a traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import posixpath
 import re
 import stat
 import xml.etree.ElementTree as ET
@@ -25,25 +30,70 @@ VERIFIER_OWN_PREFIXES = HARNESS_DIRS + PSEUDO_DIRS
 AGENT_HOME_DIRS = ("/tmp", "/root", "/home", "/srv", "/data", "/output", "/var/www")
 # A read there is the program starting (libraries, ld.so.cache, nsswitch.conf), unless the agent wrote the file.
 STARTUP_READ_PREFIXES = SYSTEM_DIRS + PACKAGE_STATE_DIRS + ("/etc",)
+# Failed lookups that a toolchain makes of its own accord, never a check of the agent's work (a file it finds, it
+# opens: that is a read and stays):
+SHARED_LIBRARY_NAME = re.compile(r"lib[^/]*\.so(?:\.[0-9]+)*")  # linker and loader search each dir (/app/libgcc_s.so.1)
+LOADER_SUBDIRS = frozenset({"glibc-hwcaps", "tls", "x86_64", "haswell", "xeon_phi", "avx512_1", "aarch64",
+                            "i686"})  # ld.so's per-CPU subdirectories of each search dir (/app/lib/tls/x86_64)
+PRECOMPILED_HEADER_SUFFIX = ".gch"  # cc1 tries NAME.gch before each header and source (/app/prog.c.gch)
+FLAG_PREFIX = "-"  # ld's realpath of every argument joins its flags to the cwd (/app/-lc, /app/-lm)
+# pytest parses a frame's statement under the pseudo-filename "source"; a frame whose file is gone makes the
+# traceback renderer look that name up in the cwd (`/app/source`).
+TRACEBACK_PSEUDO_FILE = "source"
+# Traceback locations in the verifier's output: Python's `File "/app/x.py", line 3` and pytest's `x.py:3: Error`.
+_TRACEBACK_LOCATION = re.compile(r'File "([^"\n]+)", line \d+|^([^\s:]+):\d+: ', re.MULTILINE)
 _PYTEST_OUTCOME_RE = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+(\S+?)(?:\s+-\s.*)?$", re.MULTILINE)
 
 
+def is_toolchain_probe(path: str) -> bool:
+    """A failed lookup that a compiler, a linker or the dynamic loader made on its own (the constants above)."""
+    parts = path.split("/")
+    name = parts[-1]
+    return (SHARED_LIBRARY_NAME.fullmatch(name) is not None or name.endswith(PRECOMPILED_HEADER_SUFFIX)
+            or name.startswith(FLAG_PREFIX) or name in LOADER_SUBDIRS or parts[-2:-1] == ["glibc-hwcaps"])
+
+
+def traceback_lookups(output: str, workdir: str) -> set[str]:
+    """Paths the verifier's output shows as traceback locations, absolute (a relative one is the workdir's):
+    rendering a frame looks its file up, so a failed lookup of one is the renderer's, not a check."""
+    found = set()
+    for match in _TRACEBACK_LOCATION.finditer(output):
+        location = match[1] or match[2]
+        if not location.startswith("<"):  # <string>, <frozen runpy>: no file
+            found.add(posixpath.normpath(posixpath.join(workdir, location)))
+    return found
+
+
+def walked_through_dirs(workdir: str) -> set[str]:
+    """Directories every process passes through or probes (gcc checks that /tmp is writable): no inspection."""
+    workdir = workdir.rstrip("/") or "/"
+    return {"/", workdir, *map(str, Path(workdir).parents), *AGENT_HOME_DIRS}  # /srv of /srv/app
+
+
 def inspection_set(verifier_effects, agent_written: set[str], agent_processes: dict[int, str],
-                   workdir: str) -> list[dict]:
-    """E_detail from the verifier segment's effects (a trace_state.SegmentEffects).
+                   workdir: str, output: str = "") -> list[dict]:
+    """E_detail from the verifier segment's effects (a trace_state.SegmentEffects) and, optionally, its output.
 
     The trace parser has already dropped untracked locations (system directories, caches); here we drop the
-    verifier's own files and the directories every process walks through (`/`, the workdir itself).
+    verifier's own files (those it created or rewrote before reading them: a program it compiles, then runs), the
+    directories every process walks through (`/`, `/tmp`, the workdir itself), the lookups a toolchain makes on
+    its own, and the failed lookups of the files a traceback in `output` shows.
     """
     detail: dict[str, str] = {}
-    walked_through = {"/", workdir.rstrip("/") or "/", *map(str, Path(workdir).parents)}  # /srv of /srv/app
+    walked_through = walked_through_dirs(workdir)
     agent_dirs = tuple(dict.fromkeys([workdir.rstrip("/"), *AGENT_HOME_DIRS]))
+    made_by_verifier = verifier_effects.replaced_before_read  # what it read there was its own
+    rendered = traceback_lookups(output, workdir) | {posixpath.join(workdir, TRACEBACK_PSEUDO_FILE)}
 
     def add(record: str, how: str) -> None:
         detail.setdefault(record, how)
 
     def agent_changeable(path: str, how: str) -> bool:
         if path in walked_through or is_under(path, VERIFIER_OWN_PREFIXES) or "/.local/lib/" in path:
+            return False
+        if path in made_by_verifier:
+            return False
+        if how == "missing" and (is_toolchain_probe(path) or path in rendered):
             return False
         if path in agent_written:
             return True
@@ -65,11 +115,28 @@ def inspection_set(verifier_effects, agent_written: set[str], agent_processes: d
     return [{"record": r, "how": h} for r, h in detail.items()]
 
 
-def static_inspection_set(verifier_files: list[Path]) -> list[dict]:
+# The verifier's program files; its data (expected outputs, fixtures, logs with tracebacks) names paths it never
+# inspects. A file without a suffix counts when it is a script (`#!`).
+VERIFIER_SOURCE_SUFFIXES = (".py", ".sh", ".bash")
+
+
+def is_verifier_source(path: Path) -> bool:
+    """A program of the verifier (VERIFIER_SOURCE_SUFFIXES, or a `#!` script), not data it compares against."""
+    if path.suffix in VERIFIER_SOURCE_SUFFIXES:
+        return True
+    if path.suffix:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"#!"
+    except OSError:
+        return False
+
+
+def static_inspection_set(verifier_files: list[Path], workdir: str = "/app") -> list[dict]:
     """Fallback: absolute paths and ports written in the verifier's sources (the paper's extraction rules)."""
-    sources = "\n".join(Path(p).read_text(errors="replace") for p in verifier_files
-                        if Path(p).suffix in (".py", ".sh", ".txt", ".json", ".yaml", ".toml", ""))
-    return [{"record": r, "how": "static"} for r in extract_verifier_records(sources)]
+    sources = "\n".join(Path(p).read_text(errors="replace") for p in verifier_files if is_verifier_source(Path(p)))
+    return [{"record": r, "how": "static"} for r in extract_verifier_records(sources, workdir)]
 
 
 REWARD_FILE_MAX_BYTES = 1 << 20

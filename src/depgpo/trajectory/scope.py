@@ -64,8 +64,18 @@ def record_directory(record: str) -> str:
     return posixpath.dirname(record[:wildcard.start()] if wildcard else record)
 
 
+def record_root(record: str) -> str | None:
+    """What a file record of E adds to the tracked scope: the directory holding it (record_directory). A record
+    right under `/` (`/answer.txt`) adds itself, not `/`: tracking all of `/` would track every file (a `/*` glob
+    adds nothing)."""
+    directory = record_directory(record)
+    if directory != "/":
+        return directory
+    return None if GLOB_CHARS.search(record) or record == "/" else record
+
+
 def tracked_roots(workdir: str, verifier_records: Iterable[str]) -> list[str]:
-    """A trajectory's `tracked_roots`: the workdir, and each directory holding a file record of E outside it."""
+    """A trajectory's `tracked_roots`: the workdir, and each record_root of a file record of E outside it."""
     workdir = posixpath.normpath(workdir)
-    directories = {record_directory(record) for record in verifier_records if record.startswith("/")}
-    return [workdir] + sorted(d for d in directories if not is_under(d, (workdir,)))
+    roots = {record_root(record) for record in verifier_records if record.startswith("/")} - {None}
+    return [workdir] + sorted(d for d in roots if not is_under(d, (workdir,)))
