@@ -216,3 +216,12 @@ def test_a_workdir_that_is_a_sandbox_mount_is_refused_with_the_reason(tmp_path):
         with Episode(task, EpisodeConfig(command_timeout_s=20), out_dir=tmp_path / "out"):
             pass
     assert "episode failed to start" in json.loads((tmp_path / "out" / "trajectory.json").read_text())["errors"][0]
+
+
+def test_a_tab_in_a_command_is_a_tab_not_a_file_name_completion(tmp_path):
+    """Terminal-Bench 2's write-compressor oracle writes Rust source with TABs in a heredoc: readline's completion
+    turned `out<TAB>.push` into `dout.push` before the shell disabled it."""
+    task = load_task(make_harbor_task(tmp_path, "tabs", instruction="x", test_py=PASSING_TEST))
+    with Episode(task, EpisodeConfig(command_timeout_s=20), out_dir=tmp_path / "out") as ep:
+        record = ep.run_command("cat <<'EOF' > /tmp/src.rs\n\tout\t.push(1);\nEOF\ncat -A /tmp/src.rs")
+    assert record["observation"] == "^Iout^I.push(1);$\n"

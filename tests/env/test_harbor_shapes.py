@@ -88,10 +88,15 @@ def test_an_env_file_the_agent_plants_for_uv_is_not_what_the_verifier_sources(tm
     assert trajectory["verifier"]["reward"] == 0.0
 
 
-def test_data_check_predicts_both_shapes_runnable(wheel_cache):
+def test_data_check_with_the_oracle_lists_exactly_the_runnable_tasks(tmp_path, wheel_cache):
     for task in (SITE, UBUNTU):
-        report = check_task(task, wheels=wheel_cache)
+        report = check_task(task, wheels=wheel_cache)  # from the built image, without running anything
         assert report.ok, report.problems
+    runnable = tmp_path / "runnable.txt"
+    proc = depgpo("data", "check", str(SHAPES), "--oracle", "--runnable", str(runnable), timeout=900)
+    assert "ok   site-report (harbor, image, oracle 1)" in proc.stdout
+    assert "ok   ubuntu-log-count (harbor, image, oracle 1)" in proc.stdout
+    assert runnable.read_text().split() == [str(SITE.resolve()), str(UBUNTU.resolve())]
 
 
 def test_a_failing_build_is_paid_once_and_says_what_the_builder_said(tmp_path, monkeypatch, wheel_cache):
@@ -105,6 +110,9 @@ def test_a_failing_build_is_paid_once_and_says_what_the_builder_said(tmp_path, m
     for _ in range(2):
         with pytest.raises(images.ImageError, match="the-build-step-fails"):
             images.system_root_for(task, "image", wheels=wheel_cache)
+    report = check_task(task_dir, wheels=wheel_cache)  # data check says what the builder said
+    assert not report.ok and "the environment could not be made" in report.problems[0]
+    assert "the-build-step-fails" in report.problems[0]
     assert len(builds) == 1
 
 
@@ -119,7 +127,7 @@ def test_short_names_are_qualified_as_docker_resolves_them(reference, qualified)
 
 
 @pytest.mark.parametrize("reference, release, approximated", [
-    ("python:3.13-slim-bookworm", "trixie", False),  # the Python version wins over the named release (declared)
+    ("python:3.13-slim-bookworm", "trixie", True),   # the Python version wins over the named release: approximated
     ("python:3.11-slim", "bookworm", False),
     ("python:3.12-slim", "bookworm", True),          # no Debian release ships 3.12
     ("debian:13.0-slim", "trixie", False),

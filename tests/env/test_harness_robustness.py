@@ -76,7 +76,7 @@ def test_trajectory_is_written_once_and_commands_appended_as_they_end(task, tmp_
         ep.run_command("echo second")
         assert not (out / "trajectory.json").exists()
         partial = [json.loads(line) for line in (out / "commands.partial.jsonl").read_text().splitlines()]
-        assert [c["index"] for c in partial] == [0, 1] and len(partial[0]["writes"]) == 3000
+        assert [c["index"] for c in partial] == [0, 1] and len(partial[0]["writes"]) == 3001
         ep.verify()
     assert not (out / "commands.partial.jsonl").exists()
     assert len(json.loads((out / "trajectory.json").read_text())["commands"]) == 2

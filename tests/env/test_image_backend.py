@@ -261,9 +261,9 @@ def test_data_check_reports_by_backend(oci_store, tmp_path):
     present, absent = _image_task(tmp_path / "a", IMAGE), _image_task(tmp_path / "b", "localhost/not-here:1")
     host = check_task(present, "host")  # the host backend cannot stand in for a prebuilt image
     assert not host.ok and any("prebuilt image" in p for p in host.problems)
-    found = check_task(present, "auto", OCI)
+    found = check_task(present, "auto", OCI, build=False)
     assert found.ok and found.backend == "image" and found.notes == [f"image {IMAGE}: in {OCI}'s store"]
-    missing = check_task(absent, "image", OCI)
+    missing = check_task(absent, "image", OCI, build=False)
     if internet_reachable():
         assert missing.ok and any("pulled by the first episode" in n for n in missing.notes)
     else:  # offline, with no Dockerfile to build instead: it cannot run, and says how to fix it

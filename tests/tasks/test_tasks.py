@@ -83,7 +83,6 @@ def test_harbor_write_answer_fields():
     apt = ("mkdir -p /app && cd /app || exit 1; apt-get update && apt-get install -y --no-install-recommends jq"
            "     && rm -rf /var/lib/apt/lists/*")
     assert task.setup_commands == [pip, apt]
-    assert task.package_installs == [pip, apt]
     assert task.unreplayable == []
     assert task.solution_script == root / "solution" / "solve.sh"
     assert task.tests_dir == root / "tests"
@@ -127,7 +126,7 @@ def test_tb1_weighted_sum_fields():
     assert task.env == {"REPORT_DECIMALS": "2"}  # from docker-compose.yaml; its TEST_DIR is the harness's
     assert task.app_files == [(root / "inventory.csv", "/app/inventory.csv")]
     assert task.setup_commands == ["mkdir -p /app && cd /app || exit 1; mkdir -p /app/archive"]
-    assert task.package_installs == [] and task.unreplayable == []
+    assert task.unreplayable == []
     assert task.solution_script == root / "solution.sh"
     assert task.tests_dir == root / "tests"
     assert task.test_command == "bash /tests/run-tests.sh"
@@ -334,7 +333,6 @@ def test_continuations_comments_and_blank_lines():
         "mkdir -p / && cd / || exit 1; apt-get update &&     apt-get install -y jq     && echo done",
         "mkdir -p / && cd / || exit 1; echo lower-case keyword and a tab",
     ]
-    assert plan.package_installs == plan.run_commands[:1]
 
 
 def test_json_array_run_and_shell():
@@ -496,7 +494,7 @@ def test_ignored_and_harmless_instructions():
         'CMD ["python3", "-m", "http.server"]\n'
         "RUN --mount=type=cache,target=/root/.cache/pip pip install flask\n")
     assert plan.unreplayable == []
-    assert plan.run_commands == plan.package_installs == ["mkdir -p / && cd / || exit 1; pip install flask"]
+    assert plan.run_commands == ["mkdir -p / && cd / || exit 1; pip install flask"]
 
 
 def test_heredoc_runs():
@@ -613,7 +611,7 @@ def test_offline_command_needs_a_test_file(tmp_path):
 
 
 def test_check_task_set_over_the_fixtures(wheel_cache):
-    reports = {r.path.name: r for r in check_task_set(SHOWN, wheels=wheel_cache)}
+    reports = {r.path.name: r for r in check_task_set(SHOWN, wheels=wheel_cache, build=False)}
     assert sorted(name for name, r in reports.items() if r.ok) == ["offline-verifier", "weighted-sum", "write-answer"]
     for name in ("missing-instruction", "bad-toml", "bad-timeout", "missing-tests", "bad-weights"):
         with pytest.raises(TaskFormatError) as caught:
@@ -637,7 +635,7 @@ def test_check_tb1_scoring(tmp_path):
     files = tb1_files(**{"task.yaml": "instruction: hi\nparser_name: swebench\nrun_tests_in_same_shell: true\n",
                          "weights.json": '{"test_hello": 0.5, "test_outputs.py::test_bye": 0.25, "test_gone": 0.25}',
                          "solution.sh": "true\n"})
-    report = check_task(make_task(tmp_path / "t", files))
+    report = check_task(make_task(tmp_path / "t", files), build=False)
     assert report.format == "tb1"
     assert report.problems == ["parser_name 'swebench': only pytest results can be scored",
                                "weights.json weighs test_gone, which no test file defines"]
@@ -648,7 +646,7 @@ def test_check_reports_a_verifier_that_cannot_run_offline(tmp_path):
     files = harbor_files(**{"tests/test.sh": "wget -q https://example.com/t.py && python3 t.py\n",
                             "solution/solve.sh": "true\n"})
     del files["tests/test_hello.py"]
-    report = check_task(make_task(tmp_path / "t", files))
+    report = check_task(make_task(tmp_path / "t", files), build=False)
     assert report.problems == ["test.sh downloads: wget -q https://example.com/t.py"]  # run as written: it fails
 
 

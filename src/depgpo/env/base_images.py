@@ -37,7 +37,9 @@ UBUNTU_AS_DEBIAN = {"20.04": "bullseye", "22.04": "bookworm", "24.04": "trixie",
                     "25.04": "trixie", "latest": "trixie", "noble": "trixie", "jammy": "bookworm"}
 ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What every official python image has beyond the slim Debian minbase.
-PYTHON_PACKAGES = ("python3", "python3-pip", "python3-venv", "python-is-python3", "ca-certificates", "netbase")
+# The official images ship Python's headers too (a task's pip install may compile a C extension).
+PYTHON_PACKAGES = ("python3", "python3-pip", "python3-venv", "python3-dev", "python-is-python3", "ca-certificates",
+                   "netbase")
 # The non-slim python images are built on buildpack-deps: compilers, git, curl.
 BUILDPACK_PACKAGES = ("build-essential", "git", "curl", "wget", "procps", "libssl-dev", "zlib1g-dev")
 # Terminal-Bench-1's base images add tmux and asciinema (the harness's recorder) to a slim image.
@@ -137,8 +139,10 @@ def _python(full: str, tag: str) -> BaseRecipe | None:
                           "Debian release ships")
     packages = PYTHON_PACKAGES + (() if slim else BUILDPACK_PACKAGES)
     env = (("PATH", ENV_PATH), ("LANG", "C.UTF-8"), ("PYTHON_VERSION", DEBIAN_PYTHON[release]))
+    # Another release than the tag names is an approximation too: its tools differ (OpenSSL 3.5 vs 3.0 prints
+    # `CN=x`, not `CN = x`), which a test can see.
     return BaseRecipe(full, release, packages, env, python_image=True, slim=slim, differences=tuple(differences),
-                      approximated=not matching)
+                      approximated=not matching or (named is not None and named != release))
 
 
 def _ubuntu(full: str, tag: str) -> BaseRecipe | None:

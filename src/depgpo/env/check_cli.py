@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--oracle", action="store_true",
                        help="also run each task's oracle in a real episode (building its image): a reward below 1 "
                             "fails the task")
+    check.add_argument("--no-build", action="store_true",
+                       help="predict from the Dockerfiles alone; by default each task's image is pulled or built "
+                            "(cached, as its episodes would) and looked into")
     check.add_argument("--wheels", type=Path, default=None,
                        help="the wheel cache (agent.environment.wheel_cache; default ~/.cache/depgpo/wheels)")
     check.add_argument("--runtime", default="auto", help="with --backend image: the container runtime (default auto)")
@@ -38,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     from depgpo.env.task_check import check_task_set, format_reports
 
     try:
-        reports = check_task_set(args.path, args.backend, args.runtime, args.wheels, args.oracle)
+        reports = check_task_set(args.path, args.backend, args.runtime, args.wheels, args.oracle,
+                                 not args.no_build)
     except TaskFormatError as e:
         print(f"error: {e}")
         return 2

@@ -23,7 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.images import CACHE_ROOT, DEFAULT_CACHE, image_dir, system_root_for
+from depgpo.env.images import CACHE_ROOT, DEFAULT_CACHE, image_dir, image_top_level, system_root_for
 from depgpo.env.filestate import StatWalk, lines_written, read_version
 from depgpo.env.judge import kept_effects, merged_effects, run_verifier
 from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
@@ -37,7 +37,7 @@ from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
 from depgpo.env.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
 from depgpo.env import verifier_tools
 from depgpo.tasks import Task, offline_test_command
-from depgpo.trajectory.schema import (MISSING, CommandEffects, CommandRecord, EnvironmentRef, FileVersion, Trajectory,
+from depgpo.trajectory.schema import (MISSING, CommandEffects, CommandRecord, FileVersion, Trajectory,
                                       make_trajectory, unverified)
 from depgpo.trajectory.scope import is_record_path, is_under, tracked_roots
 
@@ -56,7 +56,6 @@ class EpisodeConfig:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     work_root: Path = Path(tempfile.gettempdir()) / "depgpo-episodes"
     keep_sandbox: bool = False                 # keep the host directories after close (debugging)
-    setup_timeout_s: float = 600.0
     backend: str = "auto"                      # system directories: host | image (the task's container image) |
     #                                            auto (the host where it stands for the image exactly: images.py)
     runtime: str = "auto"                      # image backend: auto | podman | docker | apptainer | singularity
@@ -163,13 +162,22 @@ class Episode:
 
     def _seed_workdir(self) -> None:
         """Copy the task's files into the episode, owned by the episode uid: the Dockerfile's COPY/ADD on the host
-        backend; the image's own workdir, /root and /home on the image backend (there they are the image's)."""
+        backend; on the image backend the image's own workdir, /root and /home, and its other top-level entries
+        (a COPY data /data) as new entries of the sandbox's `/`."""
         image_dirs = [] if self.system.is_host else [
             (image_dir(self.system, sandbox_dir), host_dir) for sandbox_dir, host_dir in self.layout.writable.items()
             if sandbox_dir not in ("/logs", "/tmp")]
         for source, host_dir in image_dirs:
             if source is not None:
                 shutil.copytree(source, host_dir, dirs_exist_ok=True, symlinks=True)
+        owned = [host for _, host in self.layout.writable.items()]
+        for source in [] if self.system.is_host else image_top_level(self.system, self.layout.rootfs):
+            target = self.layout.rootfs / source.name  # the image's /data, /srv/x: new top-level entries of /
+            if source.is_dir() and not source.is_symlink():
+                shutil.copytree(source, target, symlinks=True)
+            else:
+                shutil.copy2(source, target, follow_symlinks=False)
+            owned.append(target)
         for host_path, sandbox_path in (self.task.app_files if self.system.is_host else []):
             target = self.layout.host_path(sandbox_path)
             if target is None:
@@ -180,7 +188,8 @@ class Episode:
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(host_path, target, follow_symlinks=False)
-        for sandbox_dir, host_dir in self.layout.writable.items():
+        for host_dir in owned:
+            os.lchown(host_dir, self.layout.uid, self.layout.uid)
             for dirpath, dirnames, filenames in os.walk(host_dir):
                 for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
                     os.lchown(name, self.layout.uid, self.layout.uid)
@@ -292,7 +301,7 @@ class Episode:
 
     def _effects_record(self, fx: SegmentEffects, walk: bool = True) -> CommandEffects:
         renamed_to = {dst for _, dst in fx.renamed}
-        traced_writes = fx.opened_for_write | fx.created | renamed_to
+        traced_writes = fx.opened_for_write | fx.created | fx.dirs_created | renamed_to
         changed = self._walk.changes() if walk else set()
         untraced = {p for p in changed if self._keep_path(p)} - traced_writes - fx.deleted \
             - {src for src, _ in fx.renamed}
@@ -309,7 +318,7 @@ class Episode:
                 continue
             changed = after.hash != before.hash or not before.exists
             truncated = path in fx.truncated
-            if not (changed or truncated) or after.hash == "dir":
+            if not (changed or truncated):  # a directory made (mkdir, renamed onto) is a write too
                 self._cache[path] = after
                 continue
             writes.append({"path": path, "created": not before.exists, "text": after.lines is not None,
@@ -366,22 +375,25 @@ class Episode:
         for proc in agent_processes:
             self._process_names.setdefault(proc.pid, proc.name)
         env = {**BASE_ENV, "TERM": "dumb", **self.layout.env, **self.task.verifier_env}
-        tool_env = self._verifier_tools(env.get("HOME") or "/root")
+        tools = verifier_tools.for_verifier(self.task, self.config.wheel_cache, self.config.work_root / "tools",
+                                            env.get("HOME") or "/root", self.system.is_host)
+        self.layout.verifier_binds, env = tools.binds, {**env, **tools.env}
+        self.errors += tools.errors
         # Harbor's test.sh runs as written; TB1's run-tests.sh needs helpers TB1 does not ship (tasks.task).
         command = self.task.test_command if self.task.format == "harbor" else \
-            offline_test_command(self.task, self.layout.workdir, tool_env.pop("DEPGPO_TB1_PYTHON"))
-        env.update(tool_env)
+            tools.tb1_setup + offline_test_command(self.task, self.layout.workdir, tools.tb1_python)
         run = run_verifier(self.layout, self.config.limits, self.shell, self._preexec, env, command, timeout,
                            self.config.output_limit_bytes, agent_processes)
         self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
         own = run.effects
         effects = merged_effects(self.parser.summary("verifier"), kept_effects(own, self._keep_path))
-        E_detail = inspection_set(effects, self._agent_written, self._process_names, self.layout.workdir)
+        E_detail = inspection_set(effects, self._agent_written, self._process_names, self.layout.workdir,
+                                  output=run.output)
         provided = tuple(inside for _, inside in self.layout.verifier_binds)  # the harness's tools, not agent work
         E_detail = [d for d in E_detail if not is_under(d["record"], provided)]
         E_source = "trace" if E_detail else "none"
         if not E_detail:
-            E_detail = static_inspection_set([host for host, _ in self.task.verifier_files])
+            E_detail = static_inspection_set([host for host, _ in self.task.verifier_files], self.layout.workdir)
             E_source = "static" if E_detail else "none"
         self._add_E_files_to_final(E_detail)
         self._final_processes()
@@ -410,13 +422,6 @@ class Episode:
             self.verifier["reward_before_tampering"] = reward.value
         self.timings["verifier_s"] = time.monotonic() - t0
         return self.verifier
-
-    def _verifier_tools(self, home: str) -> dict[str, str]:
-        binds, env, errors = verifier_tools.for_verifier(self.task, self.config.wheel_cache,
-                                                         self.config.work_root / "tools", home, self.system.is_host)
-        self.layout.verifier_binds = binds
-        self.errors += errors
-        return env
 
     def _install_verifier_files(self) -> None:
         """Copy the verifier's files under /tests (mounted in the verifier's mount namespace only)."""
@@ -470,14 +475,8 @@ class Episode:
             task={"id": self.task.id, "path": str(self.task.root), "format": self.task.format},
             instruction=self.task.instruction, workdir=workdir, tracked_roots=tracked_roots(workdir, E),
             source="traced", commands=self.commands, verifier=self.verifier, final=self.final,
-            timings=timings, errors=self.errors, environment=self._environment())
-
-    def _environment(self) -> EnvironmentRef | None:
-        system = getattr(self, "system", None)
-        if system is None:
-            return None
-        return {"backend": "host" if system.is_host else "image", "image": system.image, "source": system.source,
-                "notes": list(system.notes)}
+            timings=timings, errors=self.errors,
+            environment=self.system.as_record() if hasattr(self, "system") else None)
 
     def _save(self) -> None:
         """trajectory.json, written once at the end (and the per-command partial file removed)."""

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from depgpo.env import base_images
 from depgpo.tasks.dockerfile import external_bases
+from depgpo.trajectory.schema import EnvironmentRef
 
 BACKENDS = ("auto", "host", "image")  # agent.environment.backend
 RUNTIMES = ("podman", "docker", "apptainer", "singularity")
@@ -60,6 +61,11 @@ class SystemRoot:
     @property
     def is_host(self) -> bool:
         return self.image is None
+
+    def as_record(self) -> EnvironmentRef:
+        """The trajectory's `environment` section."""
+        return {"backend": "host" if self.is_host else "image", "image": self.image, "source": self.source,
+                "notes": list(self.notes)}
 
 
 HOST = SystemRoot()
@@ -321,6 +327,20 @@ def image_dir(root: SystemRoot, sandbox_dir: str) -> Path | None:
         if not path.is_dir():
             return None
     return path
+
+
+def image_top_level(root: SystemRoot, rootfs: Path) -> list[Path]:
+    """The image's top-level entries the sandbox mounts nothing for (its /data, /srv, /workspace.txt): everything
+    at the image's `/` that is not already in the sandbox's `rootfs` (system directories, mount points, homes) and
+    not an empty directory (Debian's own /srv, /mnt, /media)."""
+    out = []
+    for entry in sorted(root.path.iterdir()):
+        if os.path.lexists(rootfs / entry.name) or entry.name in ("lost+found", "boot"):
+            continue
+        if entry.is_dir() and not entry.is_symlink() and not any(entry.iterdir()):
+            continue
+        out.append(entry)
+    return out
 
 
 def top_level_links(root: Path) -> list[tuple[str, str, str]]:

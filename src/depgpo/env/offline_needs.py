@@ -12,6 +12,7 @@ import functools
 import re
 import socket
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from depgpo.env import base_images, verifier_tools
@@ -19,7 +20,13 @@ from depgpo.tasks.dockerfile import instructions, external_bases, network_fetch_
 from depgpo.tasks.task import Task
 
 _APT_INSTALL = re.compile(r"apt(?:-get)?\s+(?:-\S+\s+)*install\s+(?P<args>[^\n;&|]*)")
+_SYSTEM_PYTEST = re.compile(r"(?:^|[\s;&|(])(?:python3?(?:\.\d+)?\s+-m\s+pytest|pytest)\b", re.MULTILINE)
 _HARMLESS_AT_TEST_TIME = {"curl"}  # test.sh installs curl only to fetch uv's installer, whose effect we supply
+# Debian's minbase (Priority: required and apt): in every bootstrapped base, so `apt-get install grep` succeeds offline.
+MINBASE_PACKAGES = {"apt", "base-files", "base-passwd", "bash", "bsdutils", "coreutils", "dash", "debconf",
+                    "debianutils", "diffutils", "dpkg", "findutils", "gpgv", "grep", "gzip", "hostname",
+                    "init-system-helpers", "libc-bin", "login", "mawk", "ncurses-base", "ncurses-bin", "perl-base",
+                    "sed", "sysvinit-utils", "tar", "tzdata", "util-linux", "mount", "passwd"}
 
 
 @functools.cache
@@ -95,8 +102,8 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def offline_problems(task: Task, wheels: Path) -> list[str]:
-    """Why the task's build, verifier or oracle cannot run here (empty: nothing known stands in the way)."""
+def build_problems(task: Task, wheels: Path) -> list[str]:
+    """What the task's image build needs that it cannot get here; empty when it should build."""
     problems = []
     script = build_script(task)
     if not internet_reachable():
@@ -114,6 +121,38 @@ def offline_problems(task: Task, wheels: Path) -> list[str]:
     for match in verifier_tools.PIP_INSTALL.finditer(script):
         problems += [f"the build pip-installs {r}, which the wheel cache {wheels} lacks (run `depgpo data prefetch`)"
                      for r in verifier_tools.requirements_in(match["args"]) if not wheel_in_cache(r, python, wheels)]
+    return problems
+
+
+@dataclass
+class ImageContents:
+    """What a built image has that a verifier or an oracle may look for."""
+
+    pythons: set[str]     # versions of python3.X on its PATH directories
+    packages: set[str]    # installed Debian packages
+    has_pytest: bool      # pytest importable by the image's own Python
+
+
+def image_contents(rootfs: Path) -> ImageContents:
+    pythons = {m[1] for d in ("usr/bin", "usr/local/bin") for f in (rootfs / d).glob("python3.*")
+               if (m := re.fullmatch(r"python(3\.\d+)", f.name))}
+    status = rootfs / "var/lib/dpkg/status"
+    text = status.read_text(errors="replace") if status.is_file() else ""
+    packages = {m[1] for m in re.finditer(r"^Package: (\S+)\n(?:(?!\n\n).)*?^Status: install ok installed", text,
+                                          re.MULTILINE | re.DOTALL)}
+    has_pytest = any(rootfs.glob("usr/lib/python3*/*-packages/pytest")) or \
+        any(rootfs.glob("usr/local/lib/python3*/*-packages/pytest"))
+    return ImageContents(pythons, packages, has_pytest)
+
+
+def run_problems(task: Task, wheels: Path, image: ImageContents | None = None) -> list[str]:
+    """Why the task's verifier or oracle cannot run here. `image`: the built image's contents (else predicted
+    from the Dockerfile: the base's Python, the packages the build installs)."""
+    problems = []
+    script = build_script(task)
+    python = image_python(task, script)
+    pythons = image.pythons if image is not None else ({python} if python else set())
+    in_image = image.packages if image is not None else set(apt_packages(script)) | MINBASE_PACKAGES
     test_script = task.verifier_script.read_text(errors="replace") if task.format == "harbor" else ""
     needs = verifier_tools.verifier_needs(test_script)
     name = task.verifier_script.name
@@ -121,18 +160,20 @@ def offline_problems(task: Task, wheels: Path) -> list[str]:
         problems.append(f"{name} installs uv {needs.uv_version or '(latest)'}, which the wheel cache lacks "
                         "(run `depgpo data prefetch`)")
     for wanted in needs.pythons:
-        if python is None or not (python == wanted or python.startswith(wanted + ".")):
-            problems.append(f"{name} asks uv for Python {wanted}; the image has {python or 'none'}, and uv would "
-                            "download one (no network in episodes)")
+        if not any(have == wanted or have.startswith(wanted + ".") for have in pythons):
+            problems.append(f"{name} asks uv for Python {wanted}; the image has {', '.join(sorted(pythons)) or 'none'}"
+                            ", and uv would download one (no network in episodes)")
     problems += [f"{name} installs {r}, which the wheel cache lacks (run `depgpo data prefetch`)"
-                 for r in needs.requirements if not wheel_in_cache(r, needs.pythons[0] if needs.pythons else python,
-                                                                   wheels)]
-    in_image = set(apt_packages(script))
+                 for install_python, group in needs.installs for r in group
+                 if not wheel_in_cache(r, install_python or python, wheels)]
     missing = [p for p in apt_packages(test_script) if p not in in_image and p not in _HARMLESS_AT_TEST_TIME]
     if missing:
         problems.append(f"{name} apt-installs {' '.join(missing)} at test time, which the image lacks (episodes "
                         "have no network)")
     problems += [f"{name} downloads: {c}" for c in network_fetch_commands(test_script) if "astral.sh/uv" not in c]
+    installs_pytest = any("pytest" in r for r in needs.requirements)
+    if image is not None and not image.has_pytest and not installs_pytest and _SYSTEM_PYTEST.search(test_script):
+        problems.append(f"{name} runs the image's own pytest, which the image lacks")
     if task.solution_script is not None:
         solve = verifier_tools.joined_lines(task.solution_script.read_text(errors="replace"))
         problems += [f"the oracle ({task.solution_script.name}) downloads: {c}" for c in network_fetch_commands(solve)]

@@ -210,11 +210,13 @@ class SandboxLayout:
 
 # The interactive shell's start-up file. The marker runs `test -e MARK_DIR/K/RC/NONCE`, which puts a failed
 # newfstatat in the trace (the command boundary) and prints a record separator line with the nonce to the PTY
-# (completion + exit code; shell.py). readonly -f: a model command cannot redefine the marker.
+# (completion + exit code; shell.py). readonly -f: a model command cannot redefine the marker. disable-completion:
+# a TAB in a command (a Makefile, Rust source in a heredoc) is a TAB, not a request to complete a file name.
 BASHRC = r"""
 PS1='' PS2='' PROMPT_COMMAND=''
 stty -echo 2>/dev/null
 set +o history
+bind 'set disable-completion on' 2>/dev/null
 __depgpo_mark() { local rc=$?; test -e "%(mark_dir)s/$1/$rc/$2"; printf '\036DEPGPO %%s %%s %%s\036\n' "$1" "$2" "$rc"; }
 readonly -f __depgpo_mark
 export -f __depgpo_mark

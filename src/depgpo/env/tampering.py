@@ -65,9 +65,12 @@ def find_tampering(effects, layout, initial: dict[str, str | None], system_root:
     found: dict[str, dict] = {}
     touched = [(entry_program, "executed")] + [(p, "executed") for p in sorted(effects.executed)] + \
               [(p, "read") for p in sorted(effects.reads - effects.executed)]
+    # What the verifier's own processes wrote before reading it (a test.sh that pip-installs pytest, a test that
+    # rebuilds a program) is the judge's, not the agent's.
+    own = effects.replaced_before_read
     for named, how in touched:
         for path in resolve(named, layout, system_root):
-            if path in found:
+            if path in found or path in own:
                 continue
             change = _Once(lambda: agent_change(path, layout, initial, system_root))
             kind = _kind(path, named, how, change, layout)  # asks for the change only where a rule needs it
@@ -192,9 +195,15 @@ def _kind(path: str, named: str, how: str, change, layout) -> str | None:
     names = {name, os.path.basename(named)}
     if how == "executed" and any(n in RUNNER_PROGRAMS or _PYTHON_RE.fullmatch(n) for n in names):
         return "runner_replaced"
-    if (name.endswith((".py", ".pyc")) or ".so" in name) and change() == "changed":
+    if (name.endswith((".py", ".pyc")) or ".so" in name) and _in_system(path, layout) and change() == "changed":
         return "runner_replaced"  # a system library or module that existed before the episode, rewritten
     return None
+
+
+def _in_system(path: str, layout) -> bool:
+    """In the copy-on-write system directories (not the workdir, where a task's own module is the agent's work)."""
+    backing = layout.backing(path)
+    return backing is not None and backing[0] == layout.upper
 
 
 def _shadowed_module(path: str, layout) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depgpo.env import base_images, images
-from depgpo.env.offline_needs import internet_reachable, offline_problems
+from depgpo.env.offline_needs import build_problems, image_contents, internet_reachable, run_problems
 from depgpo.env.sandbox import checked_workdir
 from depgpo.tasks.dockerfile import external_bases
 from depgpo.tasks import load_task, task_dirs
@@ -39,9 +39,11 @@ class TaskReport:
 
 
 def check_task(path: Path | str, backend: str = "auto", runtime: str = "auto", wheels: Path | None = None,
-               oracle: bool = False) -> TaskReport:
+               oracle: bool = False, build: bool = True) -> TaskReport:
     """What stops the task at `path` from running here as its benchmark intends, and what a run should know.
-    `backend` is agent.environment.backend; with `oracle`, a task that passes every check runs its solution in a
+    `backend` is agent.environment.backend. With `build` (the default) the image backend gets the task's image as
+    an episode would (pulled or built, cached: a build failure is the builder's own error) and looks inside it;
+    without, it predicts from the Dockerfile. With `oracle`, a task that passes every check runs its solution in a
     real episode, and a reward below 1 is a problem too."""
     path = Path(path)
     wheels = wheels or images.CACHE_ROOT / "wheels"
@@ -60,7 +62,15 @@ def check_task(path: Path | str, backend: str = "auto", runtime: str = "auto", w
         report.problems += [f"backend host: {reason}" for reason in images.host_mismatch(task)]
     else:
         _check_image(task, report, runtime)
-        report.problems += offline_problems(task, wheels)
+        report.problems += build_problems(task, wheels)
+        contents = None
+        if build and report.ok:
+            try:
+                system = images.system_root_for(task, "image", runtime, wheels=wheels)
+                contents = image_contents(system.path)
+            except images.ImageError as e:
+                report.problems.append(f"the environment could not be made: {e}")
+        report.problems += run_problems(task, wheels, contents)
     if task.solution_script is None:
         oracle_file = "solution/solve.sh" if task.format == "harbor" else "solution.sh"
         report.problems.append(f"no oracle solution ({oracle_file})")
@@ -73,9 +83,9 @@ def check_task(path: Path | str, backend: str = "auto", runtime: str = "auto", w
 
 
 def check_task_set(path: Path | str, backend: str = "auto", runtime: str = "auto", wheels: Path | None = None,
-                   oracle: bool = False) -> list[TaskReport]:
+                   oracle: bool = False, build: bool = True) -> list[TaskReport]:
     """A report per task of the task set at `path` (or for `path` itself when it is one task)."""
-    return [check_task(d, backend, runtime, wheels, oracle) for d in task_dirs(path)]
+    return [check_task(d, backend, runtime, wheels, oracle, build) for d in task_dirs(path)]
 
 
 def format_reports(reports: list[TaskReport]) -> str:

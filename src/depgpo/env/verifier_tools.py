@@ -52,8 +52,17 @@ class VerifierNeeds:
     """What a verifier script fetches from the network."""
 
     uv_version: str | None = None      # the installer URL's version ("" when it names none: the latest)
-    requirements: list[str] = field(default_factory=list)  # pinned requirements of uvx -w / --with and pip install
-    pythons: list[str] = field(default_factory=list)       # uvx -p / --python versions
+    # One entry per install it makes (a uvx run, a pip install): (its Python: uvx -p, else None; its requirements).
+    # Each resolves on its own, as it does when the script runs: pins may differ between them.
+    installs: list[tuple[str | None, list[str]]] = field(default_factory=list)
+
+    @property
+    def requirements(self) -> list[str]:
+        return list(dict.fromkeys(r for _, group in self.installs for r in group))
+
+    @property
+    def pythons(self) -> list[str]:
+        return list(dict.fromkeys(python for python, _ in self.installs if python))
 
 
 def verifier_needs(script: str) -> VerifierNeeds:
@@ -64,19 +73,18 @@ def verifier_needs(script: str) -> VerifierNeeds:
     if installer:
         needs.uv_version = installer["version"] or ""
     for match in _UVX.finditer(script):
-        words = _words(match["args"])
+        words, python, group = _words(match["args"]), None, []
         for i, word in enumerate(words[:-1]):
             if word in ("-w", "--with"):
-                needs.requirements += [r for r in words[i + 1].split(",") if r]
+                group += [r for r in words[i + 1].split(",") if r]
             elif word in ("-p", "--python"):
-                needs.pythons.append(words[i + 1])
+                python = words[i + 1]
         target = next((w for i, w in enumerate(words) if not w.startswith("-") and
                        (i == 0 or words[i - 1] not in ("-w", "--with", "-p", "--python", "--from"))), None)
-        if target:
-            needs.requirements.append(target)
+        needs.installs.append((python, group + ([target] if target else [])))
     for match in PIP_INSTALL.finditer(script):
-        needs.requirements += requirements_in(match["args"])
-    needs.requirements = list(dict.fromkeys(needs.requirements))
+        needs.installs.append((None, requirements_in(match["args"])))
+    needs.installs = [(python, group) for python, group in needs.installs if group]
     return needs
 
 
@@ -186,29 +194,41 @@ def verifier_env() -> dict[str, str]:
             "PIP_FIND_LINKS": WHEELS_IN_SANDBOX, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
-def for_verifier(task, wheel_cache: Path, tools_root: Path, home: str, on_host: bool
-                 ) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
-    """What one episode's verifier gets: read-only mounts (the tools directory, and uv at ~/.local/bin where a
-    Harbor test.sh runs uv's installer), the settings that point uv and pip at them, and errors to record. The
-    settings carry DEPGPO_TB1_PYTHON, the interpreter TB1's offline pytest run uses (tasks.offline_test_command)."""
-    errors = []
+@dataclass
+class VerifierTools:
+    """What one episode's verifier gets (for_verifier)."""
+
+    binds: list[tuple[str, str]]   # (host dir, sandbox dir), read-only, in the verifier's mount namespace only
+    env: dict[str, str]            # the settings that point uv and pip at them
+    errors: list[str]              # what the verifier will miss, to record
+    tb1_setup: str = ""            # run before TB1's offline pytest: a venv with pytest from the cache
+    tb1_python: str = "python3"    # the interpreter of that run (tasks.offline_test_command)
+
+
+TB1_VENV = "/logs/.tb1-venv"  # the verifier's own directory: nothing the agent wrote is in it
+
+
+def for_verifier(task, wheel_cache: Path, tools_root: Path, home: str, on_host: bool) -> VerifierTools:
+    """The tools directory for every verifier, uv at ~/.local/bin where a Harbor test.sh runs uv's installer, and
+    for TB1 in an image (whose python3 may lack pytest) a venv over the image's Python with pytest from the cache."""
     tools = shared_tools(wheel_cache, tools_root)
-    binds = [(str(tools), TOOLS_IN_SANDBOX)]
+    result = VerifierTools([(str(tools), TOOLS_IN_SANDBOX)], verifier_env(), [])
     needs = verifier_needs(task.verifier_script.read_text(errors="replace"))
     if needs.uv_version is not None and task.format == "harbor":  # TB1's script is replaced, never run
         uv = uv_bin_dir(tools / "wheels", needs.uv_version, tools)
         if uv is None:
-            errors.append(f"{task.verifier_script.name} installs uv {needs.uv_version or '(latest)'}, which the wheel "
-                          f"cache {wheel_cache} lacks: run `depgpo data prefetch {task.root}`")
+            result.errors.append(f"{task.verifier_script.name} installs uv {needs.uv_version or '(latest)'}, which "
+                                 f"the wheel cache {wheel_cache} lacks: run `depgpo data prefetch {task.root}`")
         else:
-            binds.append((str(uv), f"{home.rstrip('/')}/.local/bin"))
-    # TB1 offline: the host's python3 has Debian's pytest; an image's python3 gets pytest from the cache through uv.
-    tb1_python = "python3"
-    if not on_host and task.format != "harbor":
+            result.binds.append((str(uv), f"{home.rstrip('/')}/.local/bin"))
+    if not on_host and task.format != "harbor":  # the host's python3 has Debian's pytest
         uv = uv_bin_dir(tools / "wheels", "", tools)
         if uv is None:
-            errors.append(f"the TB1 verifier runs pytest through uv, and the wheel cache {wheel_cache} has no uv "
-                          f"wheel: run `depgpo data prefetch {task.root}`")
-        else:
-            tb1_python = f"{TOOLS_IN_SANDBOX}/{uv.name}/uv run --no-project --python python3 --with pytest python"
-    return binds, {**verifier_env(), "DEPGPO_TB1_PYTHON": tb1_python}, errors
+            result.errors.append(f"the TB1 verifier runs pytest through uv, and the wheel cache {wheel_cache} has "
+                                 f"no uv wheel: run `depgpo data prefetch {task.root}`")
+        else:  # made in /logs, so that uv looks for no project, venv or .python-version where the agent worked
+            uv_path = f"{TOOLS_IN_SANDBOX}/{uv.name}/uv"
+            result.tb1_setup = (f"(cd /logs && {uv_path} venv -q --system-site-packages -p python3 {TB1_VENV} && "
+                                f"{uv_path} pip install -q -p {TB1_VENV}/bin/python pytest); ")
+            result.tb1_python = f"{TB1_VENV}/bin/python"
+    return result

@@ -17,16 +17,16 @@ from depgpo.tasks.task import Task
 
 @dataclass
 class TaskPackages:
-    """What one task installs from PyPI, by the Python it installs for."""
+    """What one task installs from PyPI: one group per install step (each resolves on its own, as when it runs)."""
 
-    by_python: dict[str, list[str]] = field(default_factory=dict)
-    unknown_python: list[str] = field(default_factory=list)  # the image's Python is not known before it is built
+    groups: list[tuple[str, list[str]]] = field(default_factory=list)  # (Python version, requirements)
+    unknown_python: list[str] = field(default_factory=list)  # for a Python not known before the image is built
 
     def add(self, python: str | None, requirements: list[str]) -> None:
-        if not requirements:
-            return
-        target = self.by_python.setdefault(python, []) if python else self.unknown_python
-        target.extend(r for r in requirements if r not in target)
+        if requirements and python:
+            self.groups.append((python, requirements))
+        elif requirements:
+            self.unknown_python += requirements
 
 
 def task_packages(task: Task) -> TaskPackages:
@@ -35,12 +35,12 @@ def task_packages(task: Task) -> TaskPackages:
     for command in task.setup_commands:  # the Dockerfile's RUN steps
         for match in verifier_tools.PIP_INSTALL.finditer(verifier_tools.joined_lines(command)):
             packages.add(python, verifier_tools.requirements_in(match["args"]))
-    if task.format != "harbor":  # TB1's run-tests.sh is replaced offline by pytest through uv (Episode._tb1_python)
+    if task.format != "harbor":  # TB1's run-tests.sh is replaced offline by pytest through uv (verifier_tools)
         packages.add(python or "3.13", ["uv", "pytest"])
         return packages
     needs = verifier_tools.verifier_needs(task.verifier_script.read_text(errors="replace"))
-    for version in needs.pythons or [python]:
-        packages.add(version, needs.requirements)
+    for install_python, requirements in needs.installs:
+        packages.add(install_python or python, requirements)
     if needs.uv_version is not None:
         packages.add(python or "3.13", [f"uv=={needs.uv_version}" if needs.uv_version else "uv"])
     return packages
@@ -51,7 +51,7 @@ def prefetch(tasks: list[Task], wheels: Path) -> list[str]:
     failures = []
     for task in tasks:
         packages = task_packages(task)
-        for python, requirements in packages.by_python.items():
+        for python, requirements in packages.groups:
             error = verifier_tools.prefetch(requirements, python, wheels)
             if error:
                 failures.append(f"{task.id}: pip download for Python {python} of {' '.join(requirements)}: "

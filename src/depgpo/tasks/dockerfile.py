@@ -1,8 +1,10 @@
-"""Read a task's Dockerfile as a plan to replay inside an episode, without Docker.
+"""Read a task's Dockerfile as a plan: its bases, the files it copies, its ENV and WORKDIR, and its RUN steps.
 
-Episodes do not run in the task's image: they run on this host's Debian root under copy-on-write overlays
-(docs/sandbox.md#env-and-workdir). So a Dockerfile becomes files to copy into the episode,
-shell commands to replay there, and a list of what it does that cannot be reproduced that way.
+The image builder (podman) runs the Dockerfile itself; this reading is for what the harness must know without a
+build: whether this host's root can stand for the image (only COPY, ENV and WORKDIR on the host's own release:
+env.images.host_mismatch), the files the host backend copies in, what the build installs and downloads
+(`depgpo data check`, `depgpo data prefetch`), and what a plan could not reproduce without the builder
+(`unreplayable`). RUN steps are kept as self-contained `/bin/sh -c` strings, as Docker would run them.
 
 The parser handles line continuations, comments, BuildKit heredocs, JSON-array (exec) and shell forms, ARG and ENV
 substitution (`$VAR`, `${VAR}`, `${VAR:-default}`, `${VAR:+alt}`), WORKDIR relative to the previous WORKDIR, SHELL,
@@ -70,7 +72,6 @@ class DockerfilePlan:
     env: dict[str, str] = field(default_factory=dict)
     copies: list[CopyStep] = field(default_factory=list)
     run_commands: list[str] = field(default_factory=list)  # self-contained `/bin/sh -c` strings, in order
-    package_installs: list[str] = field(default_factory=list)  # those run_commands that install packages
     unreplayable: list[str] = field(default_factory=list)
 
 
@@ -325,10 +326,7 @@ def _apply_run(stage: _Stage, line: int, rest: str, heredoc_lines: list[str]) ->
     if fetches:
         plan.unreplayable.append(f"RUN {_short(command)}: downloads from the network")
         return
-    replay = _replayable(stage, command)
-    plan.run_commands.append(replay)
-    if package_install_commands(command):
-        plan.package_installs.append(replay)
+    plan.run_commands.append(_replayable(stage, command))
 
 
 def _replayable(stage: _Stage, command: str) -> str:

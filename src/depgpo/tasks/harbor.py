@@ -74,7 +74,6 @@ def load_harbor_task(shown: Path) -> Task:
         env=plan.env,
         app_files=app_files,
         setup_commands=plan.run_commands,
-        package_installs=plan.package_installs,
         unreplayable=plan.unreplayable,
         verifier_files=tree_files(tests_dir, "/tests"),
         verifier_env=verifier_env,

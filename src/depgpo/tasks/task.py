@@ -1,14 +1,15 @@
 """A task as episodes need it, whatever its on-disk format (Harbor or Terminal-Bench-1).
 
 How an episode uses a Task:
-1. copy `app_files` into the episode (a host directory stands for its contents), then run `setup_commands` in
-   order, each in its own `/bin/sh -c` (they cd, export and may exit), in the episode's copy-on-write root with
-   `env` set;
+1. its system: the task's image, built from `dockerfile` in `build_context` (env.images; `setup_commands`, the
+   Dockerfile's RUN steps, run there and nowhere else), or this host where it stands for that image exactly (no RUN
+   steps): then `app_files` are copied into the episode (a host directory stands for its contents) and `env` set;
 2. start the agent's shell in `workdir` with `env`, and give the agent `instruction`;
 3. copy `verifier_files` under /tests (read-only), run `test_command` as written (Harbor; what it downloads is
    served offline by env.verifier_tools), or `offline_test_command(task)` (Terminal-Bench-1, whose run-tests.sh
-   needs helper scripts TB1 does not ship), in `workdir` with `env` and `verifier_env`, and read the reward: /logs/verifier/reward.json
-   or reward.txt when written, else the per-test outcomes weighted by `test_weights`, else pytest's result.
+   needs helper scripts TB1 does not ship), in `workdir` with `env` and `verifier_env`, and read the reward:
+   /logs/verifier/reward.json or reward.txt when written, else the per-test outcomes weighted by `test_weights`,
+   else pytest's result.
 """
 
 from __future__ import annotations
@@ -54,8 +55,7 @@ class Task:
     workdir: str = "/app"
     env: dict[str, str] = field(default_factory=dict)  # ENV of the Dockerfile (and TB1's docker-compose.yaml)
     app_files: list[tuple[Path, str]] = field(default_factory=list)  # (host path, sandbox path)
-    setup_commands: list[str] = field(default_factory=list)
-    package_installs: list[str] = field(default_factory=list)  # setup commands that need a package manager
+    setup_commands: list[str] = field(default_factory=list)  # the Dockerfile's RUN steps (the image build runs them)
     unreplayable: list[str] = field(default_factory=list)  # what the environment does that episodes cannot
     verifier_files: list[tuple[Path, str]] = field(default_factory=list)  # (host path, path under /tests)
     verifier_env: dict[str, str] = field(default_factory=dict)

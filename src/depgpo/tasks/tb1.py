@@ -68,7 +68,6 @@ def load_tb1_task(shown: Path) -> Task:
         env=plan.env,
         app_files=app_files,
         setup_commands=plan.run_commands,
-        package_installs=plan.package_installs,
         unreplayable=plan.unreplayable,
         verifier_files=[(run_tests, "/tests/run-tests.sh"), *tree_files(tests_dir, "/tests")],
         verifier_env={"TEST_DIR": "/tests"},
