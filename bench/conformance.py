@@ -4,10 +4,12 @@
 
 For each task, in order:
 
-1. prediction   the static check (`task_check.check_task(..., oracle=False)`): ok, or its problems;
-2. environment  `images.system_root_for` timed as a whole (build s = wall seconds of that call: bootstrapping the
+1. environment  `images.system_root_for` timed as a whole (build s = wall seconds of that call: bootstrapping the
                 bases, `podman build`, unpacking; 0 for the host and for images already unpacked). An ImageError
                 (a failed build) is the task's failure; the oracle does not run;
+2. prediction   `depgpo data check` without --oracle (`task_check.check_task(..., oracle=False)`): from the
+                image just built (its Pythons, packages, pytest) or the builder's error, and from what the build,
+                the verifier and the oracle download; ok, or its problems;
 3. oracle       one real episode running solution/solve.sh, then the verifier: reward, E, the verifier's error,
                 the last lines of its output when the reward is below 1, and the episode's wall time;
 4. match        prediction ok <=> oracle reward 1 (a task whose environment could not be made scored 0).
@@ -186,8 +188,8 @@ def conform(path: Path, args) -> dict:
     except TaskFormatError as e:
         row.update(error=f"does not load: {e}", prediction=predict(path, args), match=None)
         return row
-    row["prediction"] = predict(path, args)
-    row["environment"] = resolve_environment(task, args)
+    row["environment"] = resolve_environment(task, args)  # first, so that its time is the build's
+    row["prediction"] = predict(path, args)  # data check: looks inside the image built above (or says why not)
     if row["environment"]["ok"]:
         row["oracle"] = run_oracle(task, args, args.work / path.name)
     else:

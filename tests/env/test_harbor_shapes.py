@@ -127,12 +127,13 @@ def test_short_names_are_qualified_as_docker_resolves_them(reference, qualified)
 
 
 @pytest.mark.parametrize("reference, release, approximated", [
-    ("python:3.13-slim-bookworm", "trixie", True),   # the Python version wins over the named release: approximated
+    ("python:3.13-slim-bookworm", "bookworm", False),  # with CPython 3.13 built from trixie's source package
     ("python:3.11-slim", "bookworm", False),
     ("python:3.12-slim", "bookworm", True),          # no Debian release ships 3.12
     ("debian:13.0-slim", "trixie", False),
     ("debian:bookworm", "bookworm", False),
     ("ubuntu:24.04", "trixie", True),
+    ("ghcr.io/laude-institute/t-bench/python-3-13:20250620", "bookworm", False),  # TB1's base, with tmux
 ])
 def test_recipes_name_the_release_they_bootstrap(reference, release, approximated):
     recipe = base_images.recipe_for(reference)

@@ -18,9 +18,11 @@ is rebuilt and an image pulled from a registry is never mistaken for one of ours
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -62,10 +64,12 @@ class BaseRecipe:
     slim: bool = True                  # docs, man pages and locales left out, as in the -slim images
     differences: tuple[str, ...] = ()  # how it differs from the image the name stands for
     approximated: bool = False         # another distribution stands in (ubuntu): reported as approximated
+    python_source: str | None = None   # the release whose pythonX.Y source package is built into /usr/local
 
     @property
     def key(self) -> str:
-        fields = [self.reference, self.release, self.packages, self.env, self.python_image, self.slim, DEBIAN_MIRROR]
+        fields = [self.reference, self.release, self.packages, self.env, self.python_image, self.slim, DEBIAN_MIRROR,
+                  self.python_source, SOURCE_BUILD]
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
@@ -100,8 +104,7 @@ def recipe_for(reference: str) -> BaseRecipe | None:
         if inner is None:
             return None
         base = recipe_for(inner)
-        return BaseRecipe(full, base.release, base.packages + TB1_PACKAGES, base.env, base.python_image,
-                          base.slim, base.differences, base.approximated)
+        return dataclasses.replace(base, reference=full, packages=base.packages + TB1_PACKAGES)
     return None
 
 
@@ -128,6 +131,14 @@ def _python(full: str, tag: str) -> BaseRecipe | None:
     matching = [release for release, python in DEBIAN_PYTHON.items() if python == version]
     differences = [f"Python {version} is Debian's python{version} package in /usr/bin (the official image builds "
                    "it from source into /usr/local)"]
+    if matching and named in DEBIAN_PYTHON and named not in matching:
+        # python:3.13-slim-bookworm: the named release, with CPython built from the Debian source package of the
+        # release that ships it, into /usr/local, as the official image builds it from python.org's tarball.
+        env = (("PATH", ENV_PATH), ("LANG", "C.UTF-8"), ("PYTHON_VERSION", version))
+        return BaseRecipe(full, named, SOURCE_BUILD_PACKAGES, env, python_image=True, slim=slim,
+                          differences=(f"CPython {version} built here from Debian {matching[-1]}'s python{version} "
+                                       "source package into /usr/local; its compilers and headers are kept",),
+                          python_source=matching[-1])
     if matching:
         release = named if named in matching else matching[-1]
         if named and named != release:
@@ -145,6 +156,27 @@ def _python(full: str, tag: str) -> BaseRecipe | None:
                       approximated=not matching or (named is not None and named != release))
 
 
+# CPython's build dependencies (the official python image's list, in Debian's names), kept in the image.
+SOURCE_BUILD_PACKAGES = ("ca-certificates", "netbase", "tzdata", "build-essential", "libbz2-dev", "libexpat1-dev",
+                         "libffi-dev", "libgdbm-dev", "liblzma-dev", "libncursesw5-dev", "libreadline-dev",
+                         "libsqlite3-dev", "libssl-dev", "uuid-dev", "xz-utils", "zlib1g-dev")
+# Run in the bootstrapped root: fetch pythonX.Y's source package from RELEASE through apt (signed like every
+# package), build it into /usr/local with pip, and leave no trace of the source or its apt list.
+SOURCE_BUILD = r"""set -e
+echo "deb-src {mirror} {release} main" > /etc/apt/sources.list.d/depgpo-python-source.list
+apt-get update -qq
+mkdir -p /usr/src/python && cd /usr/src/python
+apt-get source --download-only -qq python{version}
+tar -xf "$(ls python{version}_*.orig.tar.* | grep -v '\.asc$' | head -n 1)"
+cd Python-{version}.*
+./configure --prefix=/usr/local --enable-shared --with-ensurepip=install LDFLAGS=-Wl,-rpath=/usr/local/lib >/dev/null
+make -j"$(nproc)" -s >/dev/null 2>&1
+make install -s >/dev/null 2>&1
+cd / && rm -rf /usr/src/python /etc/apt/sources.list.d/depgpo-python-source.list /var/lib/apt/lists/*
+ln -sf python3 /usr/local/bin/python && ln -sf pip3 /usr/local/bin/pip
+"""
+
+
 def _ubuntu(full: str, tag: str) -> BaseRecipe | None:
     release = UBUNTU_AS_DEBIAN.get(tag)
     if release is None:
@@ -152,6 +184,10 @@ def _ubuntu(full: str, tag: str) -> BaseRecipe | None:
     return BaseRecipe(full, release, ("ca-certificates",), slim=False, approximated=True, differences=(
         f"Debian {release} stands in for Ubuntu {tag}: Debian's packages include no Ubuntu archive key, so the "
         "Ubuntu archive cannot be verified here; package names mostly agree, versions differ",))
+
+
+def _python_version(recipe: BaseRecipe) -> str:
+    return dict(recipe.env)["PYTHON_VERSION"]
 
 
 def _minor(version: str) -> int:
@@ -212,7 +248,10 @@ def bootstrap(recipe: BaseRecipe, runtime: str, mirror: str = DEBIAN_MIRROR) -> 
         raise BaseImageError(f"bootstrapping {recipe.reference} needs mmdebstrap (Debian: apt-get install "
                              "mmdebstrap; envs/setup.sh test installs it)")
     hooks = []
-    if recipe.python_image:  # as in the official image: pip installs system-wide, `python` is python3
+    if recipe.python_source:
+        script = SOURCE_BUILD.format(mirror=mirror, release=recipe.python_source, version=_python_version(recipe))
+        hooks.append(f'chroot "$1" sh -c {shlex.quote(script)}')
+    elif recipe.python_image:  # as in the official image: pip installs system-wide, `python` is python3
         hooks += ['rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
                   'ln -sf /usr/bin/python3 "$1"/usr/local/bin/python', 'ln -sf /usr/bin/pip3 "$1"/usr/local/bin/pip']
     argv = ["mmdebstrap", "--variant=minbase", "--format=tar", "--quiet"]

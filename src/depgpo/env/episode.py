@@ -375,6 +375,7 @@ class Episode:
         for proc in agent_processes:
             self._process_names.setdefault(proc.pid, proc.name)
         env = {**BASE_ENV, "TERM": "dumb", **self.layout.env, **self.task.verifier_env}
+        self.layout.agent_upper = self.layout.upper_entries()  # before the verifier writes there too
         tools = verifier_tools.for_verifier(self.task, self.config.wheel_cache, self.config.work_root / "tools",
                                             env.get("HOME") or "/root", self.system.is_host)
         self.layout.verifier_binds, env = tools.binds, {**env, **tools.env}

@@ -62,7 +62,9 @@ def image_python(task: Task, build_script: str) -> str | None:
         recipe = base_images.recipe_for(base)
         if recipe is None:
             return None
-        if recipe.python_image or {"python3", "python3-pip", "python3-venv"} & set(apt_packages(build_script)):
+        if recipe.python_image:
+            return dict(recipe.env)["PYTHON_VERSION"]
+        if {"python3", "python3-pip", "python3-venv"} & set(apt_packages(build_script)):
             return base_images.DEBIAN_PYTHON[recipe.release]
     return None
 

@@ -96,6 +96,8 @@ class SandboxLayout:
     env: dict[str, str] = field(default_factory=dict)  # the task's ENV (Dockerfile, image), for shell and verifier
     verifier_binds: list[tuple[str, str]] = field(default_factory=list)  # (host dir, sandbox dir), read-only, for
     #                                                                      the verifier alone (verifier_tools)
+    agent_upper: frozenset[str] | None = None  # upper-layer entries when the verifier started: the agent's writes to
+    #                                            system directories (what the verifier writes there is its own)
 
     def __post_init__(self) -> None:
         self.workdir = checked_workdir(self.workdir)
@@ -149,6 +151,13 @@ class SandboxLayout:
     @property
     def trace_log(self) -> Path:
         return self.traces / self.trace_name
+
+    def upper_entries(self) -> frozenset[str]:
+        """Paths (relative to the upper layer) of everything the episode has written to system directories."""
+        out = set()
+        for dirpath, dirnames, filenames in os.walk(self.upper):
+            out.update(os.path.relpath(os.path.join(dirpath, name), self.upper) for name in dirnames + filenames)
+        return frozenset(out)
 
     def backing(self, sandbox_path: str) -> tuple[Path, str] | None:
         """(host directory, path relative to it) that holds what the episode wrote at `sandbox_path`: a writable

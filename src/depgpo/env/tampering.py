@@ -158,7 +158,9 @@ def agent_change(path: str, layout, initial: dict[str, str | None], system_root:
     if backing is None:
         return None
     base, rel = backing
-    if base == layout.upper:  # copy-on-write system directories: in the upper layer only if the agent wrote it
+    if base == layout.upper:  # copy-on-write system directories: in the upper layer when the verifier started
+        if layout.agent_upper is not None and rel not in layout.agent_upper:
+            return None  # written by the verifier itself (a first import's .pyc, a pip install in test.sh)
         try:
             st, _ = lstat_beneath(base, rel)
         except OSError:
