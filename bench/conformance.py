@@ -130,7 +130,7 @@ def run_oracle(task, args, out_dir: Path) -> dict:
                       E_source=verifier["E_source"], verifier_error=verifier["error"],
                       verifier_exit_code=verifier.get("exit_code"), tests=verifier.get("tests"),
                       episode_errors=list(episode.errors), timings=dict(episode.timings),
-                      environment=episode._environment())
+                      environment=episode.system.as_record())
         if verifier["reward"] < 1:
             result["output_tail"] = last_lines(verifier["output"])
     except Exception as e:  # noqa: BLE001 (failed to start, or the harness broke: a failed outcome, recorded)

@@ -144,3 +144,16 @@ def test_recipes_name_the_release_they_bootstrap(reference, release, approximate
                                        "python@sha256:" + "0" * 64])
 def test_bases_without_a_recipe_are_refused_by_name(reference):
     assert base_images.recipe_for(reference) is None
+
+
+def test_the_host_stands_only_for_an_image_of_its_own_release_and_python(tmp_path):
+    """The host backend's root is this machine's: a Dockerfile with nothing but COPY on its own Debian release and
+    Python runs there (auto), one that names the same release with another Python does not."""
+    task_dir = shutil.copytree(UBUNTU, tmp_path / "t")
+    release = images.host_release()
+    python = base_images.DEBIAN_PYTHON.get(release, "3.11")
+    other = "3.13" if python != "3.13" else "3.11"
+    for base, backend in ((f"debian:{release}", "host"), (f"python:{python}-slim-{release}", "host"),
+                          (f"python:{other}-slim-{release}", "image"), ("ubuntu:24.04", "image")):
+        (task_dir / "environment" / "Dockerfile").write_text(f"FROM {base}\nCOPY server.log /app/server.log\n")
+        assert images.backend_for(load_task(task_dir), "auto") == backend, base

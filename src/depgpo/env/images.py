@@ -101,6 +101,8 @@ def host_mismatch(task) -> list[str]:
         recipe, release = base_images.recipe_for(base), host_release()
         if recipe is None or recipe.approximated or recipe.release != release:
             reasons.append(f"FROM {base}: not this host's Debian {release or '(none)'}")
+        elif recipe.python_source:  # python:3.13-slim-bookworm on a bookworm host, whose python3 is 3.11
+            reasons.append(f"FROM {base}: its Python is not this host's")
     return list(dict.fromkeys(reasons))
 
 
