@@ -207,7 +207,7 @@ def main() -> int:
                     help="where trajectories go, one directory per task (outside the repository)")
     ap.add_argument("--backend", choices=images.BACKENDS, default="auto")
     ap.add_argument("--runtime", default="auto")
-    ap.add_argument("--wheels", type=Path, default=images.CACHE_ROOT / "wheels")
+    ap.add_argument("--wheels", type=Path, default=images.DEFAULT_WHEELS)
     ap.add_argument("--image-cache", type=Path, default=images.DEFAULT_CACHE)
     ap.add_argument("--command-timeout", type=float, default=1800.0,
                     help="cap on solve.sh's seconds (the task's agent timeout when lower; default 1800)")

@@ -85,7 +85,7 @@ def main() -> int:
     ap.add_argument("--families", help="comma-separated generator families (default: all, in turn)")
     ap.add_argument("--no-add-pytest", dest="add_pytest", action="store_false",
                     help="run the image side on the unchanged tasks (their verifier then finds no pytest)")
-    ap.add_argument("--wheels", type=Path, default=images.CACHE_ROOT / "wheels")
+    ap.add_argument("--wheels", type=Path, default=images.DEFAULT_WHEELS)
     ap.add_argument("--image-cache", type=Path, default=images.DEFAULT_CACHE)
     ap.add_argument("--out", type=Path, help="write every measurement as JSON here")
     args = ap.parse_args()

@@ -23,7 +23,7 @@ def sft_policy(tmp_path_factory):
 def wheel_cache():
     """The default wheel cache, filled (once per session; quick when already full) with what the fixture tasks'
     builds and verifiers install offline: `depgpo data prefetch`, as envs/setup.sh test runs it."""
-    from depgpo.env.images import CACHE_ROOT
+    from depgpo.env.images import DEFAULT_WHEELS
     from depgpo.env.wheel_cache import prefetch
     from depgpo.tasks import load_task
     from depgpo.tasks.task import TaskFormatError
@@ -35,7 +35,7 @@ def wheel_cache():
             tasks.append(load_task(directory))
         except TaskFormatError:
             continue  # the malformed fixtures
-    wheels = CACHE_ROOT / "wheels"
+    wheels = DEFAULT_WHEELS
     failures = [line for line in prefetch(tasks, wheels) if "not known before its image is built" not in line]
     assert not failures, failures
     return wheels

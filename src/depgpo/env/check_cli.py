@@ -60,11 +60,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prefetch(args: argparse.Namespace) -> int:
-    from depgpo.env.images import CACHE_ROOT
+    from depgpo.env.images import DEFAULT_WHEELS
     from depgpo.env.wheel_cache import prefetch
     from depgpo.tasks import TaskFormatError, load_task_set
 
-    wheels = args.wheels or CACHE_ROOT / "wheels"
+    wheels = args.wheels or DEFAULT_WHEELS
     try:
         tasks = [task for path in args.path for task in load_task_set(path)]
     except TaskFormatError as e:

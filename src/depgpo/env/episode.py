@@ -23,7 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.images import CACHE_ROOT, DEFAULT_CACHE, image_dir, image_top_level, system_root_for
+from depgpo.env.images import DEFAULT_CACHE, DEFAULT_WHEELS, image_dir, image_top_level, system_root_for
 from depgpo.env.filestate import StatWalk, lines_written, read_version
 from depgpo.env.judge import kept_effects, merged_effects, run_verifier
 from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
@@ -60,7 +60,7 @@ class EpisodeConfig:
     #                                            auto (the host where it stands for the image exactly: images.py)
     runtime: str = "auto"                      # image backend: auto | podman | docker | apptainer | singularity
     image_cache: Path = DEFAULT_CACHE          # image backend: unpacked images, one directory per image id
-    wheel_cache: Path = CACHE_ROOT / "wheels"  # wheels (and uv) that builds and verifiers install offline
+    wheel_cache: Path = DEFAULT_WHEELS         # wheels (and uv) that builds and verifiers install offline
     tampering: str = "zero"                    # what a trajectory whose verifier ran agent-planted code earns:
     #                                            zero (reward 0, the reason recorded) | keep (recorded only)
     output_limit_bytes: int = 20 << 20         # verifier output read back (the observation is cut much shorter)

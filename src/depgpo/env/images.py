@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -39,6 +40,7 @@ OCI_RUNTIMES = ("podman", "docker")
 TOP_LEVEL_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "depgpo"
 DEFAULT_CACHE = CACHE_ROOT / "images"
+DEFAULT_WHEELS = CACHE_ROOT / "wheels"  # agent.environment.wheel_cache (depgpo data prefetch fills it)
 WHEELS_IN_BUILD = "/var/cache/depgpo/wheels"  # where a build's RUN pip install finds the local wheel cache
 BUILD_TIMEOUT_S = 1800
 
@@ -80,6 +82,7 @@ class TaskImage:
     notes: tuple[str, ...] = ()  # the bases it was built on, and how they differ from the real ones
 
 
+@functools.cache  # read on every episode start (backend auto); it does not change while we run
 def host_release() -> str | None:
     """This machine's Debian release (bookworm), from /etc/os-release; None when it is not Debian."""
     try:

@@ -46,7 +46,7 @@ def check_task(path: Path | str, backend: str = "auto", runtime: str = "auto", w
     without, it predicts from the Dockerfile. With `oracle`, a task that passes every check runs its solution in a
     real episode, and a reward below 1 is a problem too."""
     path = Path(path)
-    wheels = wheels or images.CACHE_ROOT / "wheels"
+    wheels = wheels or images.DEFAULT_WHEELS
     try:
         task = load_task(path)
     except TaskFormatError as e:
