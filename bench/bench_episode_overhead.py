@@ -16,11 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
-from depgpo.trajectory.scope import is_record_path
-from depgpo.env.sandbox import SandboxLayout, SandboxLimits, UidLease, launcher_argv, remove_layout
+from depgpo.env.privilege import Privilege, resolve
+from depgpo.env.sandbox import SandboxLayout, SandboxLimits, launcher_argv, remove_layout
 from depgpo.env.shell import ShellSession
 from depgpo.env.trace_parser import TraceParser
+from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
+from depgpo.trajectory.scope import is_record_path
 
 COMMANDS = [
     "ls -la",
@@ -36,13 +37,15 @@ COMMANDS = [
 ]
 
 
-def run_once(traced: bool, cpu: int | None) -> tuple[float, str]:
+def run_once(traced: bool, cpu: int | None, privilege: Privilege | None = None) -> tuple[float, str]:
     """Wall time of sandbox start + the commands, and the trace log ("" untraced)."""
-    lease = UidLease()
-    layout = SandboxLayout(root=Path(tempfile.mkdtemp(prefix="bench-")), uid=lease.uid)
+    privilege = privilege or resolve()
+    lease, root = privilege.lease_uid(), Path(tempfile.mkdtemp(prefix="bench-"))
+    start = time.perf_counter()
+    namespaces = privilege.open_namespaces(root, None, None)  # rootless: the holder is part of the start
+    layout = SandboxLayout(root=root, uid=lease.uid, privilege=privilege, namespaces=namespaces)
     layout.prepare()
     preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-    start = time.perf_counter()
     shell = ShellSession(launcher_argv(layout, SandboxLimits(), traced=traced), preexec=preexec)
     for command in COMMANDS:
         out = shell.run_marked(command, timeout_s=60)
@@ -50,6 +53,7 @@ def run_once(traced: bool, cpu: int | None) -> tuple[float, str]:
     elapsed = time.perf_counter() - start
     shell.close()
     trace = layout.trace_log.read_text() if traced else ""
+    privilege.reap(lease.uid, namespaces)
     remove_layout(layout)
     lease.release()
     return elapsed, trace

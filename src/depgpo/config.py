@@ -221,6 +221,7 @@ def value_choices() -> dict[str, Choice]:
     from depgpo.algos.method_config import METHOD_ESTIMATORS
     from depgpo.credit.config import VARIANTS
     from depgpo.env.images import BACKENDS, RUNTIMES
+    from depgpo.env.privilege import PRIVILEGES
     from depgpo.env.tampering import TAMPERING_POLICIES
 
     return {
@@ -242,6 +243,8 @@ def value_choices() -> dict[str, Choice]:
                                                                  "the first on PATH"),
         "agent.environment.tampering": Choice(TAMPERING_POLICIES, "zero: an episode whose verifier ran "
                                                                   "agent-planted code earns 0; keep: recorded only"),
+        "agent.environment.privilege": Choice(PRIVILEGES, "the sandbox; auto: root when run as root, else "
+                                                          "rootless (docs/sandbox.md#privilege)"),
         "launcher.cluster": Choice((None, "slurm", "local", "debug"), "submitit's executor; null: Slurm where "
                                                                       "sbatch exists, else a local process"),
         "methods": Choice(tuple(METHOD_ESTIMATORS), "the compared methods", many=True),

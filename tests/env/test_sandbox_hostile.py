@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from depgpo.env.episode import Episode, EpisodeConfig
-from depgpo.env.sandbox import SandboxLimits, processes_of_uid
+from depgpo.env.privilege import processes_in_userns, processes_of_uid
+from depgpo.env.sandbox import SandboxLimits
 from depgpo.tasks import load_task
 from tests.helpers.harbor_builder import make_harbor_task
 
@@ -71,6 +72,16 @@ def sha256(path: str) -> str:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
+def episode_processes(ep):
+    """What lists the episode's processes once it has closed: root, those of its leased uid; rootless (they run as
+    the user, like this test), those in its user namespace and the namespaces below it."""
+    if not ep.privilege.rootless:
+        uid = ep.layout.uid
+        return lambda: processes_of_uid(uid)
+    inode = os.stat(f"/proc/{ep.layout.namespaces.holder_pid}/ns/user").st_ino
+    return lambda: processes_in_userns(inode) + processes_in_userns(inode, children=True)
+
+
 def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
     sentinel_dir = tmp_path / "host-secret"
     sentinel_dir.mkdir()
@@ -94,7 +105,7 @@ def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
     with Episode(neighbour_task, EpisodeConfig(command_timeout_s=10)) as neighbour:
         neighbour.run_command("echo neighbour-data > /app/keep.txt; sleep 1000 &")
         with Episode(task, config, out_dir=tmp_path / "hostile-out") as ep:
-            hostile_uid = ep.layout.uid
+            leftovers = episode_processes(ep)
             commands = hostile_commands(sentinel, host_port)
             results = {c: ep.run_command(c, timeout_s=15 if c.startswith("rm -rf") else None) for c in commands}
             # The neighbour works while the bomb and the daemons of the hostile episode are still running.
@@ -112,7 +123,7 @@ def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
     assert output_of("cat /etc/shadow").count("Permission denied") == 2
     assert not (Path("/tmp") / "escape.txt").exists()
     # Nothing of the hostile episode runs on, not even its daemons.
-    assert processes_of_uid(hostile_uid) == []
+    assert leftovers() == []
     # No way out: sysrq and /proc/sys are protected, only loopback exists, the host's loopback is unreachable.
     assert "SYSRQ-WRITABLE" not in outputs
     assert output_of("ip -o link") == " lo\n0\n"
@@ -125,3 +136,18 @@ def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
     assert "usr-overwritten" in output_of("echo garbage") and "etc-removed" in output_of("rm -rf /usr/lib")
     assert check["observation"] == "neighbour-data\n1\n"
     listener.close()
+
+
+def test_signals_to_the_tracer_neither_end_nor_blind_it(tmp_path):
+    """pid 1 of the agent's namespace is strace. At root it is host root's; rootless it runs as the same host uid
+    as the agent, so only the kernel's rules for a namespace's init and strace's blocked fatal signals stand
+    between a `kill` and an untraced episode: the commands after the signals must still be traced."""
+    task = load_task(make_harbor_task(tmp_path, "signals", instruction="x", test_py="def test_ok():\n    pass\n"))
+    with Episode(task, EpisodeConfig(command_timeout_s=10)) as ep:
+        kill = ep.run_command("for s in TERM INT HUP QUIT USR1 PIPE ALRM; do kill -$s 1; done; sleep 0.5; "
+                              "ls /proc/1/root/ 2>&1 | head -1; echo sent")
+        after = ep.run_command("echo traced > /app/after.txt")
+        errors = list(ep.errors)
+    assert "sent" in kill["observation"] and "Permission denied" in kill["observation"], kill["observation"]
+    assert [w["path"] for w in after["writes"]] == ["/app/after.txt"] and after["untraced_changes"] == []
+    assert not any("restarted" in e or "exited" in e for e in errors), errors

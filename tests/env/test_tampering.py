@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.privilege import resolve
 from depgpo.tasks import load_task
 from tests.helpers.harbor_builder import make_harbor_task
 
@@ -72,10 +73,27 @@ LOOK_ALIKES = [
 ]
 
 
+# Rootless on the host's root, the system directories are read-only (docs/sandbox.md#privilege): a plant there
+# never lands, so there is nothing to detect; the judge must still say 0, and a look-alike that installs there
+# cannot pass. The plants in /app and / are the same at both privilege levels.
+READ_ONLY_SYSTEM_DIRS = resolve().rootless
+SYSTEM_DIRS = ("/usr/", "/etc/", "/opt/", "/var/")
+
+
 def run(task, commands: str, tampering: str = "zero") -> dict:
+    """The verifier's record, with the command's observation under "observation" (the test's, not the record's)."""
     with Episode(task, EpisodeConfig(command_timeout_s=20, tampering=tampering)) as ep:
-        ep.run_command(commands)
-        return ep.verify()
+        observation = ep.run_command(commands)["observation"]
+        return {**ep.verify(), "observation": observation}
+
+
+def refused_as_read_only(commands: str, verifier: dict) -> bool:
+    """Rootless on the host: a command that writes a system directory was refused, and the judge was not fooled."""
+    if not (READ_ONLY_SYSTEM_DIRS and any(d in commands for d in SYSTEM_DIRS)):
+        return False
+    assert "Read-only file system" in verifier["observation"], verifier["observation"]
+    assert verifier["reward"] == 0.0 and verifier["tampering"] == [], verifier
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +111,8 @@ def test_the_task_is_not_solved_by_doing_nothing_and_is_by_its_answer(secret_tas
 @pytest.mark.parametrize("kind,commands", [(k, c) for _, k, c in TAMPERING], ids=[i for i, _, _ in TAMPERING])
 def test_tampering_is_reported_and_earns_zero(secret_task, kind, commands):
     verifier = run(secret_task, commands)
+    if refused_as_read_only(commands, verifier):
+        return
     assert kind in {t["kind"] for t in verifier["tampering"]}, verifier["tampering"]
     assert verifier["reward"] == 0.0 and verifier["reward_source"] == "tampering"
     assert "planted" in verifier["error"]
@@ -109,6 +129,8 @@ def test_tampering_policy_keep_records_but_pays(secret_task):
 def test_legitimate_look_alikes_are_not_tampering(tmp_path, test_py, commands):
     task = load_task(make_harbor_task(tmp_path, "legit", instruction="x", test_py=test_py, verifier_timeout=20))
     verifier = run(task, commands)
+    if refused_as_read_only(commands, verifier):
+        return
     assert verifier["tampering"] == [] and verifier["reward"] == 1.0, verifier
 
 

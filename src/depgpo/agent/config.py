@@ -26,7 +26,8 @@ def agent_config(cfg: DictConfig, credit: bool = False) -> AgentConfig:
     environment = cfg.agent.environment
     limits = SandboxLimits(disk_bytes=environment.disk_bytes, disk_inodes=environment.disk_inodes)
     episode = EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s, backend=environment.backend,
-                            runtime=environment.runtime, tampering=environment.tampering, limits=limits)
+                            runtime=environment.runtime, tampering=environment.tampering, limits=limits,
+                            privilege=environment.privilege)
     if environment.cache_dir:
         episode.image_cache = Path(environment.cache_dir)
     if environment.wheel_cache:

@@ -7,9 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from depgpo.env.episode import Episode, EpisodeConfig, HarnessFailure
-from depgpo.env.tampering import TAMPERING_POLICIES
+from depgpo.env.episode import ROOTLESS_HOST_NOTE, Episode, EpisodeConfig, HarnessFailure
 from depgpo.env.images import BACKENDS, ImageError, system_root_for
+from depgpo.env.privilege import PRIVILEGES
+from depgpo.env.tampering import TAMPERING_POLICIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
                         help="system directories from the task's container image (image), this machine (host), or "
                              "auto (default): the host where it stands for the task's image exactly, else the image")
+    parser.add_argument("--privilege", choices=PRIVILEGES, default="auto",
+                        help="root | rootless | auto (rootless when not run as root): docs/sandbox.md#privilege")
     parser.add_argument("--tampering", choices=TAMPERING_POLICIES, default="zero",
                         help="what an episode earns whose verifier ran code the agent planted (default: zero)")
     parser.add_argument("--runtime", default="auto",
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     commands = oracle_commands(task) if args.oracle else load_commands(args.commands)
     config = EpisodeConfig(command_timeout_s=args.timeout, keep_sandbox=args.keep_sandbox, backend=args.backend,
-                           runtime=args.runtime, tampering=args.tampering)
+                           runtime=args.runtime, tampering=args.tampering, privilege=args.privilege)
     try:
         system = system_root_for(task, config.backend, config.runtime, config.image_cache, config.wheel_cache)
     except ImageError as e:  # a failed build or pull, with the builder's own error
@@ -73,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     for note in system.notes:
         print(f"environment: {note}", file=sys.stderr)
     with Episode(task, config, out_dir=args.out) as episode:
+        print(f"environment: sandbox {episode.privilege.name}" +
+              (f"; {ROOTLESS_HOST_NOTE}" if episode.privilege.rootless and system.is_host else ""), file=sys.stderr)
         try:
             for turn, command in enumerate(commands):
                 record = episode.run_command(command, turn=turn)

@@ -23,11 +23,21 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.images import DEFAULT_CACHE, DEFAULT_WHEELS, image_dir, image_top_level, system_root_for
+from depgpo.env import verifier_tools
 from depgpo.env.filestate import StatWalk, lines_written, read_version
+from depgpo.env.images import DEFAULT_CACHE, DEFAULT_WHEELS, system_root_for
 from depgpo.env.judge import kept_effects, merged_effects, run_verifier
-from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, EpisodeCgroups, SandboxLayout, SandboxLimits, UidLease,
-                                launcher_argv, owned_private_dir, reap_uid, remove_layout, sweep_leftovers)
+from depgpo.env.privilege import owned_private_dir, resolve
+from depgpo.env.sandbox import (
+    BASE_ENV,
+    LIVE_LOCK,
+    SandboxLayout,
+    SandboxLimits,
+    launcher_argv,
+    remove_layout,
+    sweep_leftovers,
+)
+from depgpo.env.seed import seed_files
 from depgpo.env.shell import ShellSession, truncate_observation
 from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering, reward_written_by_agent_code
 from depgpo.env.trace_log import TraceLog
@@ -35,10 +45,16 @@ from depgpo.env.trace_parser import TraceParser
 from depgpo.env.trace_state import SegmentEffects
 from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
 from depgpo.env.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
-from depgpo.env import verifier_tools
 from depgpo.tasks import Task, offline_test_command
-from depgpo.trajectory.schema import (MISSING, CommandEffects, CommandRecord, FileVersion, Trajectory,
-                                      make_trajectory, unverified)
+from depgpo.trajectory.schema import (
+    MISSING,
+    CommandEffects,
+    CommandRecord,
+    FileVersion,
+    Trajectory,
+    make_trajectory,
+    unverified,
+)
 from depgpo.trajectory.scope import is_record_path, is_under, tracked_roots
 
 
@@ -46,6 +62,8 @@ class HarnessFailure(RuntimeError):
     """The harness (not the agent's command) failed; the episode has ended and its trajectory is written."""
 
 
+ROOTLESS_HOST_NOTE = ("rootless on the host's root: its system files are host root's, so the agent cannot change "
+                      "them (copy-on-write needs root or an image: docs/sandbox.md#privilege)")
 _swept: set[Path] = set()  # work roots whose leftovers this process has already swept
 
 
@@ -54,7 +72,8 @@ class EpisodeConfig:
     command_timeout_s: float = 60.0
     verifier_timeout_s: float | None = None   # None: the task's own
     limits: SandboxLimits = field(default_factory=SandboxLimits)
-    work_root: Path = Path(tempfile.gettempdir()) / "depgpo-episodes"
+    work_root: Path | None = None              # None: /tmp/depgpo-episodes (root), /tmp/depgpo-episodes-UID
+    privilege: str = "auto"                    # root | rootless | auto (root when the harness is): privilege.py
     keep_sandbox: bool = False                 # keep the host directories after close (debugging)
     backend: str = "auto"                      # system directories: host | image (the task's container image) |
     #                                            auto (the host where it stands for the image exactly: images.py)
@@ -66,6 +85,8 @@ class EpisodeConfig:
     output_limit_bytes: int = 20 << 20         # verifier output read back (the observation is cut much shorter)
 
     def __post_init__(self) -> None:
+        privilege = resolve(self.privilege)  # refused here, before anything is made, where it cannot work
+        self.work_root = Path(self.work_root) if self.work_root is not None else privilege.default_work_root()
         if self.tampering not in TAMPERING_POLICIES:
             raise ValueError(f"agent.environment.tampering={self.tampering!r}: choose one of "
                              f"{', '.join(TAMPERING_POLICIES)}")
@@ -106,29 +127,30 @@ class Episode:
 
     def start(self) -> None:
         t0 = time.monotonic()
+        self.privilege = resolve(self.config.privilege)
         work_root = owned_private_dir(self.config.work_root, 0o711)
-        for parent in work_root.parents:  # the episode's unprivileged uid reaches its bind sources through them
-            if not os.stat(parent).st_mode & 0o001:
-                raise RuntimeError(f"work root {work_root}: {parent} is not searchable by other users, and the "
-                                   f"episode's unprivileged uid must pass through it; chmod o+x {parent} or choose "
-                                   "another work root (EpisodeConfig.work_root)")
+        self.privilege.check_work_root(work_root)
         if work_root not in _swept:  # episode directories and cgroups of harnesses that were killed
             _swept.add(work_root)
             sweep_leftovers(work_root)
         self.system = system_root_for(self.task, self.config.backend, self.config.runtime, self.config.image_cache,
                                       self.config.wheel_cache)
-        self._lease = UidLease()
+        self._lease = self.privilege.lease_uid()
         root = Path(tempfile.mkdtemp(prefix=f"{self.task.id[:40]}-", dir=work_root))
         self._live_lock = os.open(root / LIVE_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._live_lock, fcntl.LOCK_EX)  # released by close() or by this process's death
+        limits = self.config.limits
+        self._namespaces = self.privilege.open_namespaces(root, (limits.disk_bytes, limits.disk_inodes),
+                                                          limits.trace_bytes)
         self.layout = SandboxLayout(root=root, workdir=self.system.workdir or self.task.workdir,  # the image's wins
                                     uid=self._lease.uid, system_root=self.system.path,
-                                    env={**self.system.env, **self.task.env})
+                                    env={**self.system.env, **self.task.env}, privilege=self.privilege,
+                                    namespaces=self._namespaces)
         if not self.system.is_host:  # the host's secrets are not in an image; masking them there would add files
             self.layout.masked_files, self.layout.masked_dirs = (), ()
-        self.layout.prepare(self.config.limits)
-        self._seed_workdir()
-        self._cgroups = EpisodeCgroups(root.name, self.config.limits)
+        self.layout.prepare()
+        self.errors += seed_files(self.layout, self.system, self.task)
+        self._cgroups = self.privilege.cgroups(root.name, limits)
         self._start_shell()
         self._walk = StatWalk(self.layout)
         self._walk.changes()
@@ -160,40 +182,6 @@ class Episode:
         self._trace = TraceLog(self.layout.trace_log, self.layout.traces, self.config.limits.trace_bytes, self.parser)
         self._feed_trace()
 
-    def _seed_workdir(self) -> None:
-        """Copy the task's files into the episode, owned by the episode uid: the Dockerfile's COPY/ADD on the host
-        backend; on the image backend the image's own workdir, /root and /home, and its other top-level entries
-        (a COPY data /data) as new entries of the sandbox's `/`."""
-        image_dirs = [] if self.system.is_host else [
-            (image_dir(self.system, sandbox_dir), host_dir) for sandbox_dir, host_dir in self.layout.writable.items()
-            if sandbox_dir not in ("/logs", "/tmp")]
-        for source, host_dir in image_dirs:
-            if source is not None:
-                shutil.copytree(source, host_dir, dirs_exist_ok=True, symlinks=True)
-        owned = [host for _, host in self.layout.writable.items()]
-        for source in [] if self.system.is_host else image_top_level(self.system, self.layout.rootfs):
-            target = self.layout.rootfs / source.name  # the image's /data, /srv/x: new top-level entries of /
-            if source.is_dir() and not source.is_symlink():
-                shutil.copytree(source, target, symlinks=True)
-            else:
-                shutil.copy2(source, target, follow_symlinks=False)
-            owned.append(target)
-        for host_path, sandbox_path in (self.task.app_files if self.system.is_host else []):
-            target = self.layout.host_path(sandbox_path)
-            if target is None:
-                self.errors.append(f"cannot seed {sandbox_path}: outside the writable locations of the sandbox")
-                continue
-            if Path(host_path).is_dir():
-                shutil.copytree(host_path, target, dirs_exist_ok=True, symlinks=True)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(host_path, target, follow_symlinks=False)
-        for host_dir in owned:
-            os.lchown(host_dir, self.layout.uid, self.layout.uid)
-            for dirpath, dirnames, filenames in os.walk(host_dir):
-                for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
-                    os.lchown(name, self.layout.uid, self.layout.uid)
-
     def _snapshot_initial_files(self) -> None:
         for path in self._walk.seen:
             version = read_version(self.layout, path)
@@ -209,8 +197,8 @@ class Episode:
             except Exception as e:
                 self.errors.append(f"harness: reading the last of the trace failed: {type(e).__name__}: {e}")
         self._save()
-        if hasattr(self, "layout"):
-            survivors = reap_uid(self.layout.uid)
+        if hasattr(self, "_namespaces"):
+            survivors = self.privilege.reap(self._lease.uid, self._namespaces)
             if survivors:
                 self.errors.append(f"{survivors} processes of the episode outlived its sandbox; killed")
         if hasattr(self, "_cgroups"):
@@ -477,7 +465,15 @@ class Episode:
             instruction=self.task.instruction, workdir=workdir, tracked_roots=tracked_roots(workdir, E),
             source="traced", commands=self.commands, verifier=self.verifier, final=self.final,
             timings=timings, errors=self.errors,
-            environment=self.system.as_record() if hasattr(self, "system") else None)
+            environment=self._environment_record())
+
+    def _environment_record(self) -> dict | None:
+        if not hasattr(self, "system"):
+            return None
+        record = {**self.system.as_record(), "privilege": self.privilege.name}
+        if self.privilege.rootless and self.system.is_host:
+            record["notes"] = [*record["notes"], ROOTLESS_HOST_NOTE]
+        return record
 
     def _save(self) -> None:
         """trajectory.json, written once at the end (and the per-command partial file removed)."""

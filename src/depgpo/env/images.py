@@ -25,6 +25,7 @@ import re
 import shutil
 import stat
 import subprocess
+import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,16 +293,26 @@ def _unpack(image: str, runtime: str, target: Path) -> None:
         try:
             tar = target.parent / f"{target.name}.tar"
             _run([runtime, "export", "-o", str(tar), container], f"exporting {image}")
-            try:
-                _run(["tar", "-x", "--numeric-owner", "-p", "-f", str(tar), "-C", str(target)], f"unpacking {image}")
+            devices = target.parent / f"{target.name}.devices"
+            try:  # device files are never made (an ordinary user cannot, and root would only delete them again)
+                devices.write_text("".join(f"{name}\n" for name in _device_members(tar)))
+                _run(["tar", "-x", "--numeric-owner", "-p", "-f", str(tar), "-C", str(target), "--no-wildcards",
+                      f"--exclude-from={devices}"], f"unpacking {image}")
             finally:
                 tar.unlink(missing_ok=True)
+                devices.unlink(missing_ok=True)
         finally:
             subprocess.run([runtime, "rm", "-f", container], capture_output=True)
     else:
         target.rmdir()  # `build --sandbox` wants to create the directory itself
         source = image if "://" in image else f"docker://{image}"  # a reference, never a path on this host
         _run([runtime, "build", "--sandbox", str(target), source], f"building a sandbox of {image}")
+
+
+def _device_members(tar: Path) -> list[str]:
+    """Names of the character and block devices in an image's tarball (headers only: data is skipped)."""
+    with tarfile.open(tar) as archive:
+        return [member.name for member in archive if member.ischr() or member.isblk()]
 
 
 def _make_safe(root: Path) -> None:

@@ -42,8 +42,7 @@ def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSessi
     logs = layout.verifier_logs
     shutil.rmtree(logs, ignore_errors=True)  # only an earlier verifier could have written here; cleared regardless
     (logs / "verifier").mkdir(parents=True)
-    for d in (logs, logs / "verifier"):
-        os.lchown(d, layout.uid, layout.uid)
+    layout.give_to_episode([logs])
     p1_init, agent_shell = _namespace_pids(shell)
     # The mark cuts the verifier's trace where its script starts: what nsenter, setpriv and bwrap did before
     # (opening the host-side bind sources) is not the verifier's.

@@ -1,6 +1,8 @@
 """One sandbox per episode: bubblewrap over copy-on-write system directories, traced by strace as pid 1.
 
-Process chain of the agent (docs/sandbox.md#layout):
+Process chain of the agent at root (docs/sandbox.md#layout). Rootless (an ordinary user, docs/sandbox.md#privilege)
+the same chain runs inside a user namespace of the episode's own, entered with nsenter, without setpriv; every
+difference between the two is in privilege.py.
 
     unshare --mount --pid --fork --mount-proc      mount namespace M1 + pid namespace P1, as host root
       python -m depgpo.env.sandbox_init            pid 1 of P1: idmapped overlays for /usr /etc /opt /var, then forks
@@ -26,17 +28,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
-import stat
 import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from depgpo.env.images import TOP_LEVEL_SYSTEM_DIRS, top_level_links
+from depgpo.env.privilege import Namespaces, Privilege, resolve, sweep_cgroups
 from depgpo.env.strace_flags import MARK_DIR, strace_argv
 from depgpo.trajectory.scope import HARNESS_DIRS, PSEUDO_DIRS, is_under
 
@@ -50,8 +49,6 @@ HOME_MOUNTS = ("/tmp", "/root", "/home", "/run")
 MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 MASKED_DIRS = ("/etc/ssh", "/etc/munge", "/etc/slurm", "/var/log", "/var/lib/mysql", "/var/lib/munge")
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-UID_BASE = 200_000  # per-episode host uids are UID_BASE + slot; a lock file per slot keeps concurrent episodes apart
-UID_SLOTS = 4096
 
 
 @dataclass
@@ -85,9 +82,11 @@ def checked_workdir(workdir: str) -> str:
 class SandboxLayout:
     """Host-side directories of one episode; everything the episode can write lives under `root`."""
 
-    root: Path
+    root: Path                        # the episode's directory, as the host names it
     workdir: str = "/app"             # the task's working directory inside the sandbox
-    uid: int = 0                      # the unprivileged host uid mapped to root inside
+    uid: int = 0                      # the unprivileged host uid mapped to root inside (rootless: the user's own)
+    privilege: Privilege = field(default_factory=resolve)  # root or rootless (privilege.py)
+    namespaces: Namespaces = field(default_factory=Namespaces)  # rootless: the holder of the episode's tmpfs
     masked_files: tuple[str, ...] = MASKED_FILES
     masked_dirs: tuple[str, ...] = MASKED_DIRS
     extra_binds: list[tuple[str, str]] = field(default_factory=list)  # (host dir, sandbox dir), read-only
@@ -114,8 +113,13 @@ class SandboxLayout:
 
     @property
     def fs(self) -> Path:
-        """Everything the episode can write lives here: one tmpfs (the disk limit), or a plain directory."""
-        return self.root / "fs"
+        """Everything the episode can write lives here: one tmpfs (the disk limit), or a plain directory. The
+        harness's path to it: rootless, through the holder's /proc/PID/root (the tmpfs is mounted only there)."""
+        return Path(self.namespaces.view + str(self.root / "fs"))
+
+    def inside(self, path: Path) -> str:
+        """`path` (the harness's, as `fs` and `traces` give it) as the episode's namespaces name it."""
+        return str(path).removeprefix(self.namespaces.view) if self.namespaces.view else str(path)
 
     @property
     def rootfs(self) -> Path:
@@ -145,8 +149,8 @@ class SandboxLayout:
 
     @property
     def traces(self) -> Path:
-        """The strace logs: a tmpfs of limits.trace_bytes (or a plain directory)."""
-        return self.root / "trace"
+        """The strace logs: a tmpfs of limits.trace_bytes (or a plain directory); the harness's path, as `fs`."""
+        return Path(self.namespaces.view + str(self.root / "trace"))
 
     @property
     def trace_log(self) -> Path:
@@ -177,16 +181,12 @@ class SandboxLayout:
         backing = self.backing(sandbox_path)
         return None if backing is None else backing[0] / backing[1]
 
-    def prepare(self, limits: SandboxLimits | None = None) -> None:
-        """Create the directories with the episode uid as owner (inside they appear owned by root); with `limits`,
-        the episode's files live on a tmpfs of limits.disk_bytes and limits.disk_inodes."""
+    def prepare(self) -> None:
+        """Create the directories with the episode uid as owner (inside they appear owned by root). The disk and
+        trace limits (tmpfs at fs and traces) are the privilege level's: privilege.open_namespaces, before this."""
         self.fs.mkdir(parents=True, exist_ok=True)
         self.traces.mkdir(exist_ok=True)
         self.root.chmod(0o711)  # the episode uid must traverse it to reach its bind sources
-        if limits is not None:
-            mount_tmpfs(self.fs, limits.disk_bytes, limits.disk_inodes, "the episode's disk limit")
-            mount_tmpfs(self.traces, limits.trace_bytes, 1000, "the episode's trace limit")
-            self.traces.chmod(0o700)
         self.fs.chmod(0o711)
         for d in [*self.writable.values(), self.host_path(self.workdir), self.tests_dir, self.root / "rc"]:
             d.mkdir(parents=True, exist_ok=True)
@@ -196,12 +196,19 @@ class SandboxLayout:
             for part in ("upper", "work"):
                 (self.fs / part / name).mkdir(parents=True, exist_ok=True)
         (self.fs / "tmp").chmod(0o1777)
-        for path in [*self.writable.values(), self.upper, self.fs / "work"]:
+        self.give_to_episode([*self.writable.values(), self.upper, self.fs / "work"])
+        self._prepare_rootfs()
+        (self.root / "rc" / "bashrc").write_text(BASHRC)
+
+    def give_to_episode(self, paths: list[Path]) -> None:
+        """Make `paths` and everything below them the episode uid's (root; rootless they already are the user's)."""
+        if self.uid == os.getuid():
+            return
+        for path in paths:
+            os.lchown(path, self.uid, self.uid)
             for dirpath, dirnames, filenames in os.walk(path):
                 for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
                     os.lchown(name, self.uid, self.uid)
-        self._prepare_rootfs()
-        (self.root / "rc" / "bashrc").write_text(BASHRC)
 
     def _prepare_rootfs(self) -> None:
         """`/` of the sandbox: root-owned mount points and symlinks in a sticky, world-writable directory, so that
@@ -232,56 +239,6 @@ export -f __depgpo_mark
 """ % {"mark_dir": MARK_DIR}
 
 
-def mount_tmpfs(directory: Path, size: int, inodes: int, what: str) -> None:
-    """A tmpfs of `size` bytes and `inodes` inodes at `directory`, in the host's mount namespace (the harness reads
-    the episode's files from there); unmounted by remove_layout, or by sweep_leftovers after a crash."""
-    options = f"size={size},nr_inodes={inodes},mode=0711"
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "depgpo-episode", str(directory)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"cannot mount {what} (tmpfs {options}) at {directory}: {done.stderr.strip()}")
-
-
-def owned_private_dir(path: Path, mode: int = 0o700) -> Path:
-    """Create `path` (root-owned, `mode`) or accept it only if it already is exactly that: a directory planted by
-    another user in /tmp (or a symlink there) is refused, never followed."""
-    try:
-        path.mkdir(mode=mode, parents=True)
-    except FileExistsError:
-        pass
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
-        raise RuntimeError(f"{path} is not a directory owned by uid {os.getuid()} and writable only by it (it may "
-                           f"have been planted by another user); remove it or choose another directory")
-    return path
-
-
-class UidLease:
-    """An exclusive per-episode host uid, held with a lock file until released."""
-
-    def __init__(self, lock_dir: Path = Path(tempfile.gettempdir()) / "depgpo-uids"):
-        owned_private_dir(lock_dir)
-        start = os.getpid() % UID_SLOTS
-        for i in range(UID_SLOTS):
-            slot = (start + i) % UID_SLOTS
-            try:  # a planted symlink or other odd file in a slot makes that slot unusable, nothing more
-                fd = os.open(lock_dir / f"{slot}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            except OSError:
-                continue
-            fh = os.fdopen(fd, "w")
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                fh.close()
-                continue
-            self.uid, self._fh = UID_BASE + slot, fh
-            return
-        raise RuntimeError(f"no free sandbox uid in {lock_dir} ({UID_SLOTS} slots are locked)")
-
-    def release(self) -> None:
-        self._fh.close()
-
-
 # Both bwraps: root inside its own user namespace, own ipc and uts; the agent's adds a network namespace of its own.
 BWRAP_NAMESPACES = ("bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
                     "--unshare-cgroup-try", "--hostname", "sandbox")
@@ -294,12 +251,12 @@ def _setenv(env: dict[str, str]) -> list[str]:
 
 def _bwrap_mounts(layout: SandboxLayout) -> list[str]:
     """The file system both the agent and the verifier see: the same `/`, system directories and writable mounts."""
-    argv = ["--bind", str(layout.rootfs), "/"]  # its /bin -> usr/bin symlinks were made by prepare()
+    argv = ["--bind", layout.inside(layout.rootfs), "/"]  # its /bin -> usr/bin symlinks were made by prepare()
     for name in layout.cow_dirs:
         argv += ["--bind", str(layout.root / "merged" / name), f"/{name}"]
     argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
     for sandbox_dir, host_dir in layout.writable.items():
-        argv += ["--bind", str(host_dir), sandbox_dir]
+        argv += ["--bind", layout.inside(host_dir), sandbox_dir]
     argv += ["--ro-bind", str(layout.root / "rc"), "/.depgpo"]
     for host_dir, sandbox_dir in layout.extra_binds:
         argv += ["--ro-bind", host_dir, sandbox_dir]
@@ -334,11 +291,11 @@ def verifier_bwrap_argv(layout: SandboxLayout, env: dict[str, str], script: str)
 
 
 def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str]) -> list[str]:
-    """setpriv -> prlimit -> bwrap: the episode's unprivileged uid and its resource limits."""
-    drop = ["setpriv", f"--reuid={layout.uid}", f"--regid={layout.uid}", "--clear-groups", "--"]
+    """setpriv (root only) -> prlimit -> bwrap: the episode's unprivileged uid and its resource limits."""
+    drop = layout.privilege.drop_argv(layout.uid)
     rlimits = ["prlimit", f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_bytes}",
                f"--nofile={limits.max_open_files}", "--core=0"]
-    if not _memory_cgroup_root():
+    if not layout.privilege.memory_by_cgroup():
         rlimits.append(f"--as={limits.memory_bytes}")
     # strace's own warnings go to the file on fd 2; the traced chain gets its stdout back as stderr.
     restore_stderr = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
@@ -348,7 +305,7 @@ def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str]) -> 
 def inner_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
     """What sandbox_init runs in P1 once the overlays are mounted: unshare (P2) -> strace -> setpriv -> prlimit ->
     bwrap -> bash. `traced=False` drops strace (the benchmark's baseline); nothing else changes."""
-    tracer = [*strace_argv(str(layout.trace_log)), "--"] if traced else []
+    tracer = [*strace_argv(layout.inside(layout.trace_log)), "--"] if traced else []
     agent_pid_namespace = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
     return [*agent_pid_namespace, *tracer, *_dropped(layout, limits, bwrap_argv(layout))]
 
@@ -357,83 +314,19 @@ def verifier_argv(layout: SandboxLayout, limits: SandboxLimits, p1_init: int, ne
                   env: dict[str, str], script: str) -> list[str]:
     """The judge's own process tree: into the episode's M1 and P1 (from the host pid of P1's init) and the agent's
     network namespace (an fd the harness holds open: /proc/self/fd/N of nsenter), traced into its own log."""
-    enter = ["nsenter", f"--mount=/proc/{p1_init}/ns/mnt", f"--pid=/proc/{p1_init}/ns/pid",
-             f"--net=/proc/self/fd/{net_fd}", "--"]
-    return [*enter, *strace_argv(str(trace_log)), "--",
+    enter = layout.privilege.verifier_enter_argv(p1_init, net_fd)
+    return [*enter, *strace_argv(layout.inside(trace_log)), "--",
             *_dropped(layout, limits, verifier_bwrap_argv(layout, env, script))]
 
 
 def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
-    spec = json.dumps({"layout": {"root": str(layout.root), "fs": str(layout.fs), "uid": layout.uid,
+    """The shell's whole chain: [nsenter into the holder ->] unshare (M1, P1) -> sandbox_init -> inner_argv."""
+    spec = json.dumps({"layout": {"root": str(layout.root), "fs": layout.inside(layout.fs), "uid": layout.uid,
                                   "system_root": str(layout.system_root), "cow_dirs": list(layout.cow_dirs),
+                                  "lower": layout.privilege.system_dirs(layout.system_root == Path("/")),
                                   "stderr": str(layout.root / "strace.err")},
                        "argv": inner_argv(layout, limits, traced)})
-    return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
-            "--", sys.executable, "-m", "depgpo.env.sandbox_init", spec]
-
-
-def _memory_cgroup_root() -> Path | None:
-    root = Path("/sys/fs/cgroup/memory")
-    return root if os.access(root, os.W_OK) else None
-
-
-class EpisodeCgroups:
-    """cgroup v1 memory and pids limits for one episode, where the host allows them (else rlimits only)."""
-
-    def __init__(self, name: str, limits: SandboxLimits):
-        self.dirs: list[Path] = []
-        for controller, settings in (("memory", {"memory.limit_in_bytes": limits.memory_bytes}),
-                                     ("pids", {"pids.max": limits.max_processes})):
-            base = Path("/sys/fs/cgroup") / controller
-            if not os.access(base, os.W_OK):
-                continue
-            d = base / "depgpo" / name
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-                for key, value in settings.items():
-                    (d / key).write_text(str(value))
-            except OSError:
-                continue
-            self.dirs.append(d)
-
-    def enter(self) -> None:
-        """Called in the child before exec: move this process (and so all its descendants) into the cgroups."""
-        for d in self.dirs:
-            (d / "cgroup.procs").write_text(str(os.getpid()))
-
-    def remove(self) -> None:
-        for d in self.dirs:
-            try:
-                d.rmdir()
-            except OSError:
-                pass  # still has processes for a moment after the kill; the next episode of this name reuses it
-
-
-def processes_of_uid(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    pids.append(int(entry))
-            except FileNotFoundError:
-                pass
-    return pids
-
-
-def reap_uid(uid: int, wait_s: float = 5.0) -> int:
-    """Make sure nothing of an episode runs on after its pid namespace was killed; returns how many had to be
-    killed here. The kernel kills the namespace's processes asynchronously, so first give it a moment."""
-    deadline = time.monotonic() + wait_s
-    while processes_of_uid(uid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    survivors = processes_of_uid(uid)
-    for pid in survivors:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return len(survivors)
+    return [*layout.privilege.outer_argv(layout.namespaces), sys.executable, "-m", "depgpo.env.sandbox_init", spec]
 
 
 def remove_layout(layout: SandboxLayout) -> None:
@@ -442,10 +335,13 @@ def remove_layout(layout: SandboxLayout) -> None:
 
 
 def remove_episode_dir(root: Path) -> None:
-    """Unmount the episode's disk-limit tmpfs (if any), then delete its directory tree, however deep."""
+    """Unmount the episode's disk-limit tmpfs (root; rootless they went with the holder), then delete its
+    directory tree, however deep."""
     for mounted in (root / "fs", root / "trace"):
         if os.path.ismount(mounted):
             subprocess.run(["umount", "--lazy", str(mounted)], capture_output=True)
+    if os.getuid() != 0:  # an owner without CAP_DAC_OVERRIDE cannot delete below a directory it made mode 000
+        subprocess.run(["chmod", "-R", "u+rwx", "--", str(root)], capture_output=True)
     # rm copes with any depth and any bytes in names (shutil.rmtree recurses, and a 1,200-deep chain overflows it)
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(root)], capture_output=True)
 
@@ -473,13 +369,5 @@ def sweep_leftovers(work_root: Path) -> int:
             os.close(fd)
         remove_episode_dir(Path(entry.path))
         removed += 1
-    for controller in ("memory", "pids"):
-        base = Path("/sys/fs/cgroup") / controller / "depgpo"
-        if base.is_dir():
-            for d in base.iterdir():
-                if d.is_dir() and not (work_root / d.name).exists():
-                    try:
-                        d.rmdir()
-                    except OSError:
-                        pass  # still has processes
+    sweep_cgroups(work_root)
     return removed

@@ -1,6 +1,7 @@
-"""Pid 1 of an episode's namespaces M1/P1: mount the copy-on-write system directories, then start the agent.
+"""Pid 1 of an episode's namespaces M1/P1: mount the system directories (copy-on-write), then start the agent.
 
-Runs as host root inside `unshare --mount --pid --fork --mount-proc`, so the mounts are private to the episode. It
+Runs as root of its namespaces inside `unshare --mount --pid --fork --mount-proc` (host root, or rootless the root of
+the episode's own user namespace: privilege.py), so the mounts are private to the episode. It
 stays in M1 and P1 (the agent's chain moves on into P2) so that the verifier can later `nsenter` this process's
 namespaces: M1 holds the overlays and P1's /proc, from which the agent's processes are visible but not the reverse.
 Kept import-light: it runs once per episode on the critical path.
@@ -10,7 +11,7 @@ import json
 import os
 import sys
 
-from depgpo.env.idmap import idmapped_bind
+from depgpo.env.mount_api import idmapped_bind, readonly_rbind
 
 
 def main() -> None:
@@ -20,7 +21,13 @@ def main() -> None:
     for name in layout["cow_dirs"]:
         lower, merged = f"{root}/lower/{name}", f"{root}/merged/{name}"
         upper, work = f"{fs}/upper/{name}", f"{fs}/work/{name}"
-        idmapped_bind(f"{system}/{name}", lower, uid)  # the host's /usr, or an unpacked image's
+        if layout["lower"] == "read-only":  # rootless on the host's root (privilege.Privilege.system_dirs)
+            readonly_rbind(f"{system}/{name}", merged)
+            continue
+        if layout["lower"] == "idmapped":  # root: host 0 appears as the episode uid, which may then copy it up
+            idmapped_bind(f"{system}/{name}", lower, uid)  # the host's /usr, or an unpacked image's
+        else:  # rootless in an image the user unpacked: its files are root's inside already
+            lower = f"{system}/{name}"
         opts = f"lowerdir={lower},upperdir={upper},workdir={work}"
         rc = os.spawnvp(os.P_WAIT, "mount", ["mount", "-t", "overlay", "overlay", "-o", opts, merged])
         if rc != 0:

@@ -1,10 +1,15 @@
-"""Idmapped bind mounts: make root-owned host directories appear owned by an unprivileged uid.
+"""Mounts util-linux 2.38 (Debian 12) cannot make, through the kernel's mount API (Linux >= 5.12).
 
-Why: each episode runs as its own unprivileged host uid U (mapped to root inside the sandbox), yet commands must be
-able to `pip install` / `apt-get install` into a copy-on-write /usr. Overlayfs checks write permission against the
-lower layer's owner, so the lower layer is bind-mounted with an idmap (host 0 -> U); the overlay's upper layer is
-owned by U and the host's files stay untouched. util-linux 2.38 (Debian 12) cannot do this, so we call the
-mount API directly (Linux >= 5.12 for idmapped mounts, >= 5.19 for idmapped overlay lower layers).
+Idmapped bind mounts (root): each episode runs as its own unprivileged host uid U (mapped to root inside the
+sandbox), yet commands must be able to `pip install` / `apt-get install` into a copy-on-write /usr. Overlayfs checks
+write permission against the lower layer's owner, so the lower layer is bind-mounted with an idmap (host 0 -> U);
+the overlay's upper layer is owned by U and the host's files stay untouched (>= 5.19 for idmapped overlay lowers).
+
+Recursive read-only binds (rootless, the host's root): the host's system directories can be neither idmapped nor
+used as overlay lowers where other mounts lie below them (the kernel locks those in a user namespace), and a bind
+that stayed writable would let the agent write the host's world-writable /var/tmp. So the whole tree is bound
+read-only, every mount below included (mount_setattr with AT_RECURSIVE; `mount -o ro,rbind` is not recursive in
+util-linux 2.38).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ _AT_EMPTY_PATH = 0x1000
 _OPEN_TREE_CLONE = 1
 _OPEN_TREE_CLOEXEC = os.O_CLOEXEC
 _MOUNT_ATTR_IDMAP = 0x00100000
+_MOUNT_ATTR_RDONLY = 0x00000001
+_AT_RECURSIVE = 0x8000
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
 
 
@@ -68,3 +75,17 @@ def idmapped_bind(source: str, target: str, host_uid: int) -> None:
     finally:
         os.close(tree_fd)
         os.close(ns_fd)
+
+
+def readonly_rbind(source: str, target: str) -> None:
+    """Bind `source` and every mount below it at `target`, all read-only."""
+    tree_fd = _check(_libc.syscall(_SYS_OPEN_TREE, _AT_FDCWD, source.encode(),
+                                   _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_RECURSIVE), f"open_tree({source})")
+    try:
+        attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+        _check(_libc.syscall(_SYS_MOUNT_SETATTR, tree_fd, b"", _AT_EMPTY_PATH | _AT_RECURSIVE, ctypes.byref(attr),
+                             ctypes.sizeof(attr)), f"mount_setattr(read-only {source})")
+        _check(_libc.syscall(_SYS_MOVE_MOUNT, tree_fd, b"", _AT_FDCWD, target.encode(), _MOVE_MOUNT_F_EMPTY_PATH),
+               f"move_mount({target})")
+    finally:
+        os.close(tree_fd)
