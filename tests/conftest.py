@@ -39,3 +39,15 @@ def wheel_cache():
     failures = [line for line in prefetch(tasks, wheels) if "not known before its image is built" not in line]
     assert not failures, failures
     return wheels
+
+
+@pytest.fixture(scope="session")
+def ordinary_user_ready(wheel_cache):
+    """The ordinary user the rootless suites and the Slurm test's jobs run as (tests/helpers/ordinary_user.py),
+    able to reach this checkout and with the prefetched wheels in its own cache; the way is closed again after."""
+    from tests.helpers import ordinary_user as user
+
+    opened = user.opened_way()
+    user.share_wheel_cache()
+    yield user.ensure()
+    user.close_way(opened)
