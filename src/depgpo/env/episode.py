@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import traceback
@@ -196,11 +197,13 @@ class Episode:
                 self._feed_trace()
             except Exception as e:
                 self.errors.append(f"harness: reading the last of the trace failed: {type(e).__name__}: {e}")
-        self._save()
         if hasattr(self, "_namespaces"):
+            if self.config.keep_sandbox and self._namespaces.view:  # rootless: the tmpfs goes with its holder
+                subprocess.run(["cp", "-a", str(self.layout.fs), str(self.layout.root / "fs-kept")], capture_output=True)
             survivors = self.privilege.reap(self._lease.uid, self._namespaces)
             if survivors:
                 self.errors.append(f"{survivors} processes of the episode outlived its sandbox; killed")
+        self._save()  # after the reaping, whose findings it records
         if hasattr(self, "_cgroups"):
             self._cgroups.remove()
         if hasattr(self, "_lease"):
