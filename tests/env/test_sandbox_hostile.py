@@ -151,3 +151,18 @@ def test_signals_to_the_tracer_neither_end_nor_blind_it(tmp_path):
     assert "sent" in kill["observation"] and "Permission denied" in kill["observation"], kill["observation"]
     assert [w["path"] for w in after["writes"]] == ["/app/after.txt"] and after["untraced_changes"] == []
     assert not any("restarted" in e or "exited" in e for e in errors), errors
+
+
+def test_the_sandboxs_own_top_level_entries_cannot_be_replaced(tmp_path):
+    """`/bin -> usr/bin`, the mount points and /tests stay the harness's: at root they are host root's in a sticky
+    `/`; rootless the agent would own them, so `/` is read-only. Replacing /bin would hand the verifier's
+    `/bin/bash` to the agent (the attack an adversarial review found against the first rootless version)."""
+    task = load_task(make_harbor_task(tmp_path, "entries", instruction="x", test_py="def test_ok():\n    pass\n"))
+    with Episode(task, EpisodeConfig(command_timeout_s=10)) as ep:
+        attack = ep.run_command("mkdir -p /app/x && printf '#!/usr/bin/sh\\nexit 0\\n' > /app/x/bash; "
+                                "rm -f /bin; ln -s /app/x /bin; rmdir /tests; ln -s /app/x /tests; mv /lib64 /app/l; "
+                                "echo bin=$(readlink /bin) lib64=$(readlink /lib64); test -d /tests && echo tests-dir")
+        verifier = ep.verify()
+    assert attack["observation"].splitlines()[-2:] == [f"bin=usr/bin lib64={os.readlink('/lib64')}", "tests-dir"], \
+        attack["observation"]
+    assert verifier["reward"] == 1.0 and verifier["tampering"] == [] and verifier["error"] is None, verifier

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from depgpo.env.episode import ROOTLESS_HOST_NOTE, Episode, EpisodeConfig, HarnessFailure
+from depgpo.env.episode import Episode, EpisodeConfig, HarnessFailure
 from depgpo.env.images import BACKENDS, ImageError, system_root_for
 from depgpo.env.privilege import PRIVILEGES
 from depgpo.env.tampering import TAMPERING_POLICIES
@@ -76,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
     for note in system.notes:
         print(f"environment: {note}", file=sys.stderr)
     with Episode(task, config, out_dir=args.out) as episode:
-        print(f"environment: sandbox {episode.privilege.name}" +
-              (f"; {ROOTLESS_HOST_NOTE}" if episode.privilege.rootless and system.is_host else ""), file=sys.stderr)
+        print(f"environment: sandbox {episode.privilege.name}", file=sys.stderr)
+        for note in episode.privilege.notes(system.is_host):
+            print(f"environment: {note}", file=sys.stderr)
         try:
             for turn, command in enumerate(commands):
                 record = episode.run_command(command, turn=turn)

@@ -29,15 +29,8 @@ from depgpo.env.filestate import StatWalk, lines_written, read_version
 from depgpo.env.images import DEFAULT_CACHE, DEFAULT_WHEELS, system_root_for
 from depgpo.env.judge import kept_effects, merged_effects, run_verifier
 from depgpo.env.privilege import owned_private_dir, resolve
-from depgpo.env.sandbox import (
-    BASE_ENV,
-    LIVE_LOCK,
-    SandboxLayout,
-    SandboxLimits,
-    launcher_argv,
-    remove_layout,
-    sweep_leftovers,
-)
+from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimits, launcher_argv, leave_session_keyring,
+                                remove_layout, sweep_leftovers)
 from depgpo.env.seed import seed_files
 from depgpo.env.shell import ShellSession, truncate_observation
 from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering, reward_written_by_agent_code
@@ -63,8 +56,6 @@ class HarnessFailure(RuntimeError):
     """The harness (not the agent's command) failed; the episode has ended and its trajectory is written."""
 
 
-ROOTLESS_HOST_NOTE = ("rootless on the host's root: its system files are host root's, so the agent cannot change "
-                      "them (copy-on-write needs root or an image: docs/sandbox.md#privilege)")
 _swept: set[Path] = set()  # work roots whose leftovers this process has already swept
 
 
@@ -162,6 +153,7 @@ class Episode:
         return is_record_path(path, self.layout.workdir)
 
     def _preexec(self) -> None:
+        leave_session_keyring()
         self._cgroups.enter()
         if self.config.limits.cpu is not None:
             os.sched_setaffinity(0, {self.config.limits.cpu})
@@ -200,7 +192,11 @@ class Episode:
         if hasattr(self, "_namespaces"):
             if self.config.keep_sandbox and self._namespaces.view:  # rootless: the tmpfs goes with its holder
                 subprocess.run(["cp", "-a", str(self.layout.fs), str(self.layout.root / "fs-kept")], capture_output=True)
-            survivors = self.privilege.reap(self._lease.uid, self._namespaces)
+            try:
+                survivors = self.privilege.reap(self._lease.uid, self._namespaces)
+            except OSError as e:  # the lease, directories and lock below are released all the same
+                survivors = 0
+                self.errors.append(f"harness: ending the episode's processes failed: {e}")
             if survivors:
                 self.errors.append(f"{survivors} processes of the episode outlived its sandbox; killed")
         self._save()  # after the reaping, whose findings it records
@@ -251,6 +247,7 @@ class Episode:
 
     def _run_command(self, text: str, turn: int | None, timeout_s: float | None) -> dict:
         index = len(self.commands)
+        self._namespaces.check()
         if not self.shell.alive():
             self.errors.append(f"the shell had exited; restarted before command {index} (background processes lost)")
             self._start_shell()
@@ -354,6 +351,7 @@ class Episode:
 
     def _verify(self) -> dict:
         t0 = time.monotonic()
+        self._namespaces.check()
         self.final = self._final_files()
         if not self.shell.alive():
             self.errors.append("the shell had exited; the verifier ran beside a restarted one (agent processes gone)")
@@ -474,8 +472,7 @@ class Episode:
         if not hasattr(self, "system"):
             return None
         record = {**self.system.as_record(), "privilege": self.privilege.name}
-        if self.privilege.rootless and self.system.is_host:
-            record["notes"] = [*record["notes"], ROOTLESS_HOST_NOTE]
+        record["notes"] = [*record["notes"], *self.privilege.notes(self.system.is_host)]
         return record
 
     def _save(self) -> None:

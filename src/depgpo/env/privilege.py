@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PRIVILEGES = ("auto", "root", "rootless")
+ROOTLESS_HOST_NOTE = ("rootless on the host's root: its system files are host root's, so the agent cannot change "
+                      "them (copy-on-write needs root or an image: docs/sandbox.md#privilege)")
 UID_BASE = 200_000  # root: per-episode host uids are UID_BASE + slot; a lock file per slot keeps episodes apart
 UID_SLOTS = 4096
 
@@ -111,6 +113,25 @@ class Privilege:
             return "idmapped"
         return "read-only" if system_is_host else "overlay"
 
+    @property
+    def root_bind(self) -> str:
+        """How the sandbox's `/` (sandbox.SandboxLayout.rootfs) is bound. Root: writable; its mount points and
+        symlinks are host root's in a sticky directory, so the agent (another uid) may add /data or /conftest.py
+        but replace none of them. Rootless the agent is their owner (the user), and an owner may replace /bin in a
+        sticky directory; so `/` is read-only, its mount points cannot be removed, and the task's own top-level
+        entries are bound writable one by one. New top-level entries then fail with EROFS."""
+        return "--ro-bind" if self.rootless else "--bind"
+
+    def notes(self, system_is_host: bool) -> list[str]:
+        """How this level changes the episode's world, for the trajectory's environment.notes."""
+        if not self.rootless:
+            return []
+        notes = ["rootless: `/` is read-only (no new top-level entries); the task's own top-level entries and "
+                 "every writable mount are as at root"]
+        if system_is_host:
+            notes.append(ROOTLESS_HOST_NOTE)
+        return notes
+
     def drop_argv(self, uid: int) -> list[str]:
         """Between strace and prlimit: root drops to the episode uid; rootless already is the user (bwrap's
         --cap-drop ALL leaves the agent no capability in either case)."""
@@ -159,6 +180,12 @@ class Namespaces:
     def holder_pid(self) -> int:
         return self.holder.pid
 
+    def check(self) -> None:
+        """Rootless: the holder must live, or every file of the episode would read as deleted (its tmpfs is gone)."""
+        if self.holder is not None and self.holder.poll() is not None:
+            raise RuntimeError(f"the holder of the episode's user namespace died (exit {self.holder.poll()}); the "
+                               "episode's files went with it")
+
     @property
     def view(self) -> str:
         """The prefix under which the harness reaches the episode's tmpfs: its holder's root (rootless), or ''."""
@@ -176,10 +203,7 @@ class Namespaces:
         survivors = processes_in_userns(inode, children=True)
         for pid in [*survivors, *processes_in_userns(inode)]:  # then the chain around them (strace, sandbox_init)
             if pid != self.holder.pid:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _kill_if_in(pid, inode)
         if self.holder.stdin is not None:
             self.holder.stdin.close()  # the holder's signal to end
         try:
@@ -232,6 +256,33 @@ _NS_GET_PARENT = 0xB702  # ioctl on a namespace fd: an fd of its parent user nam
 def _is_zombie(pid: str) -> bool:
     with open(f"/proc/{pid}/stat", "rb") as fh:
         return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+
+
+def _kill_if_in(pid: int, inode: int) -> None:
+    """SIGKILL `pid` if it is still the process found in user namespace `inode` (or one below it): held by a
+    pidfd, so that a pid freed and reused since the listing is never hit."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone
+    try:
+        fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            ns = os.fstat(fd).st_ino
+            try:
+                parent = fcntl.ioctl(fd, _NS_GET_PARENT)
+                parent_ns = os.fstat(parent).st_ino
+                os.close(parent)
+            except OSError:
+                parent_ns = None
+        finally:
+            os.close(fd)
+        if inode in (ns, parent_ns):  # checked after the pidfd was taken: the pidfd is this process
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        pass  # exited meanwhile
+    finally:
+        os.close(pidfd)
 
 
 def processes_in_userns(inode: int, children: bool = False) -> list[int]:

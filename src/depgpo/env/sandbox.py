@@ -25,6 +25,7 @@ the episode's files live on one tmpfs whose size and inode count are the episode
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import json
 import os
@@ -47,7 +48,9 @@ RESERVED_DIRS = HARNESS_DIRS + PSEUDO_DIRS
 HOME_MOUNTS = ("/tmp", "/root", "/home", "/run")
 # Host files the sandbox's root must not read even though the idmapped /etc shows them as its own.
 MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
-MASKED_DIRS = ("/etc/ssh", "/etc/munge", "/etc/slurm", "/var/log", "/var/lib/mysql", "/var/lib/munge")
+# (Slurm's spool holds slurmstepd's sockets, which trust the job owner's uid: the rootless agent's.)
+MASKED_DIRS = ("/etc/ssh", "/etc/munge", "/etc/slurm", "/var/log", "/var/lib/mysql", "/var/lib/munge",
+               "/var/spool/slurmd", "/var/spool/slurm", "/var/lib/slurm")
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -216,7 +219,7 @@ class SandboxLayout:
         self.rootfs.mkdir(exist_ok=True)
         self.rootfs.chmod(0o1777)
         mount_points = {*self.cow_dirs, "proc", "dev", "sys", *(m.strip("/") for m in self.writable),
-                        *(d.strip("/") for d in RESERVED_DIRS)}
+                        *(d.strip("/") for d in RESERVED_DIRS)}  # harness_entries: their top-level names
         for name in sorted(mount_points):
             (self.rootfs / name).mkdir(parents=True, exist_ok=True)
         for name, kind, target in self.top_level:
@@ -245,13 +248,36 @@ BWRAP_NAMESPACES = ("bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--un
 BASE_ENV = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8"}  # the agent's shell and the verifier start here
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def leave_session_keyring() -> None:
+    """In the child, before exec: join a new, empty session keyring, so that neither the agent nor the verifier
+    possesses the harness's (a Slurm job's Kerberos or AFS tickets live there; possession, not uid, grants it)."""
+    if _SYS_KEYCTL is not None and _libc.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+        raise OSError(ctypes.get_errno(), "keyctl(JOIN_SESSION_KEYRING) failed: the episode would share the "
+                                          "harness's session keyring")
+
+
 def _setenv(env: dict[str, str]) -> list[str]:
     return [arg for key, value in env.items() for arg in ("--setenv", key, value)]
 
 
+def harness_entries(layout: SandboxLayout) -> set[str]:
+    """Top-level names of `/` that the harness made (mount points, /bin-style symlinks), not the task or agent."""
+    mounts = {*layout.cow_dirs, "proc", "dev", "sys", *(m.strip("/") for m in layout.writable),
+              *(d.strip("/") for d in RESERVED_DIRS)}
+    return {name.split("/")[0] for name in mounts} | {name for name, kind, _ in layout.top_level if kind == "symlink"}
+
+
 def _bwrap_mounts(layout: SandboxLayout) -> list[str]:
     """The file system both the agent and the verifier see: the same `/`, system directories and writable mounts."""
-    argv = ["--bind", layout.inside(layout.rootfs), "/"]  # its /bin -> usr/bin symlinks were made by prepare()
+    argv = [layout.privilege.root_bind, layout.inside(layout.rootfs), "/"]  # its /bin -> usr/bin made by prepare()
+    if layout.privilege.root_bind == "--ro-bind":  # the task's own top-level entries (an image's /data) stay writable
+        for name in sorted(set(os.listdir(layout.rootfs)) - harness_entries(layout)):
+            argv += ["--bind", layout.inside(layout.rootfs / name), f"/{name}"]
     for name in layout.cow_dirs:
         argv += ["--bind", str(layout.root / "merged" / name), f"/{name}"]
     argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
