@@ -166,3 +166,29 @@ def test_the_sandboxs_own_top_level_entries_cannot_be_replaced(tmp_path):
     assert attack["observation"].splitlines()[-2:] == [f"bin=usr/bin lib64={os.readlink('/lib64')}", "tests-dir"], \
         attack["observation"]
     assert verifier["reward"] == 1.0 and verifier["tampering"] == [] and verifier["error"] is None, verifier
+
+
+def test_the_harness_session_keyring_is_not_the_agents(tmp_path):
+    """A Slurm job keeps Kerberos or AFS tickets in its session keyring, and possession (not uid) lets a process
+    read them: the sandbox joins a new one before exec. A key in this test's session keyring stays unreadable."""
+    import ctypes
+
+    numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(os.uname().machine)
+    if numbers is None:
+        pytest.skip(f"keyctl syscall numbers unknown for {os.uname().machine}")
+    add_key, keyctl = numbers
+    libc = ctypes.CDLL(None, use_errno=True)
+    secret = b"depgpo-keyring-secret"
+    serial = libc.syscall(add_key, b"user", b"depgpo-test", secret, len(secret), -3)  # KEY_SPEC_SESSION_KEYRING
+    assert serial > 0, os.strerror(ctypes.get_errno())
+    read = ("import ctypes; l = ctypes.CDLL(None, use_errno=True); b = ctypes.create_string_buffer(64); "
+            f"r = l.syscall({keyctl}, 11, {serial}, b, 64); print('read', r, b.value.decode() if r > 0 else '')")
+    task = load_task(make_harbor_task(tmp_path, "keys", instruction="x", test_py="def test_ok():\n    pass\n"))
+    try:
+        own = ctypes.create_string_buffer(64)
+        assert libc.syscall(keyctl, 11, serial, own, 64) == len(secret)  # this process can read it
+        with Episode(task, EpisodeConfig(command_timeout_s=10)) as ep:
+            out = ep.run_command(f'python3 -c "{read}"')["observation"]
+    finally:
+        libc.syscall(keyctl, 21, serial)  # KEYCTL_INVALIDATE
+    assert "read -1" in out and "depgpo-keyring-secret" not in out, out
