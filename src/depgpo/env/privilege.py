@@ -258,6 +258,22 @@ def _is_zombie(pid: str) -> bool:
         return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
 
 
+def _user_namespaces(pid: int) -> tuple[int, int | None]:
+    """Inodes of `pid`'s user namespace and of its parent (None for the initial one); OSError once it is gone."""
+    fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        try:
+            parent = fcntl.ioctl(fd, _NS_GET_PARENT)
+        except OSError:
+            return os.fstat(fd).st_ino, None
+        try:
+            return os.fstat(fd).st_ino, os.fstat(parent).st_ino
+        finally:
+            os.close(parent)
+    finally:
+        os.close(fd)
+
+
 def _kill_if_in(pid: int, inode: int) -> None:
     """SIGKILL `pid` if it is still the process found in user namespace `inode` (or one below it): held by a
     pidfd, so that a pid freed and reused since the listing is never hit."""
@@ -266,18 +282,7 @@ def _kill_if_in(pid: int, inode: int) -> None:
     except OSError:
         return  # gone
     try:
-        fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            ns = os.fstat(fd).st_ino
-            try:
-                parent = fcntl.ioctl(fd, _NS_GET_PARENT)
-                parent_ns = os.fstat(parent).st_ino
-                os.close(parent)
-            except OSError:
-                parent_ns = None
-        finally:
-            os.close(fd)
-        if inode in (ns, parent_ns):  # checked after the pidfd was taken: the pidfd is this process
+        if inode in _user_namespaces(pid):  # checked after the pidfd was taken: the pidfd is this process
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     except OSError:
         pass  # exited meanwhile
@@ -295,20 +300,11 @@ def processes_in_userns(inode: int, children: bool = False) -> list[int]:
         try:
             if os.stat(f"/proc/{entry}").st_uid != uid or _is_zombie(entry):
                 continue  # another user's, or one that runs nothing (an init outside may reap it late)
-            fd = os.open(f"/proc/{entry}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+            own, parent = _user_namespaces(int(entry))
         except OSError:
             continue  # gone meanwhile
-        try:
-            if children:
-                parent = fcntl.ioctl(fd, _NS_GET_PARENT)
-                os.close(fd)
-                fd = parent
-            if os.fstat(fd).st_ino == inode:
-                pids.append(int(entry))
-        except OSError:
-            pass  # the initial user namespace has no parent
-        finally:
-            os.close(fd)
+        if (parent if children else own) == inode:
+            pids.append(int(entry))
     return pids
 
 
