@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (module, function adding the arguments, function running it, help)
@@ -31,6 +32,7 @@ SUBCOMMANDS = {
 }
 
 BAD_INPUT = 2  # exit code of bad configuration or input
+BROKEN_PIPE = 128 + 13  # the shell's status of a command killed by SIGPIPE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,12 +47,24 @@ def main(argv: list[str] | None = None) -> int:
             if (e.name or "").startswith("depgpo"):
                 raise
             sub_parser.set_defaults(_missing=str(e))
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # A subcommand whose positionals may follow its options (`depgpo credit t.json --format json beta=0.25`) names
+    # them in `_positionals`; argparse alone stops collecting a positional list at the first option.
+    collecting = getattr(args, "_positionals", None)
+    if collecting and not any(item.startswith("-") for item in extra):
+        getattr(args, collecting).extend(extra)
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "_missing", None):
         print(f"error: depgpo {args.command} is unavailable: {args._missing}", file=sys.stderr)
         return BAD_INPUT
     try:
         return getattr(importlib.import_module(args._module), args._run)(args)
+    except BrokenPipeError:
+        # The reader went away (`depgpo credit … | head`): stop quietly, as cat does. Python would otherwise
+        # report the pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
     except SystemExit as exit_:
         # `raise SystemExit("error: …")` is how a stage rejects bad configuration or input before doing any work:
         # the one-line message on stderr, no traceback, and exit code 2 (as argparse does for a bad command line).

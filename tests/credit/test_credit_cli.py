@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from depgpo.credit.cli import add_arguments, run
+from depgpo.cli import main
 from tests.helpers.credit_examples import BN_FIT_MODIFY, CONSTRAINTS_SCHEDULING, COUNT_DATASET_TOKENS
 
 
 def credit_cli(*argv: object) -> int:
-    parser = argparse.ArgumentParser(prog="depgpo credit")
-    add_arguments(parser)
-    return run(parser.parse_args([str(arg) for arg in argv]))
+    """`depgpo credit ARGV` as the `depgpo` command parses it, in this process."""
+    return main(["credit", *map(str, argv)])
 
 
 def saved(tmp_path: Path, name: str, trajectory: object) -> Path:
@@ -90,3 +91,63 @@ def test_unknown_graph_format_is_refused(tmp_path, capsys):
     path = saved(tmp_path, "count.json", COUNT_DATASET_TOKENS.trajectory)
     assert credit_cli(path, "--graph", tmp_path / "graph.pdf") == 2
     assert "graph.pdf" in capsys.readouterr().err
+
+
+def test_a_mixed_static_batch_prints_the_good_ones_and_exits_2(tmp_path, capsys):
+    """A real log's `printf '%d'` without its argument once raised TypeError in the static parser and the whole
+    batch printed nothing; now each trajectory stands on its own."""
+    def chat(command: str) -> dict:
+        return {"messages": [
+            {"role": "user", "content": "Write the count to /app/count.txt"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": json.dumps(
+                    {"command": command})}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": ""}]}
+
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(json.dumps(chat(text)) for text in (
+        "printf '%d items\\n' > /app/count.txt", "printf '%5.2f|%x|%99999999d' 1.5 > /app/count.txt",
+        "echo 3 > /app/count.txt")) + "\n")
+    (tmp_path / "unreadable.json").write_bytes(b"\xff\xfe not text")
+    (tmp_path / "malformed.json").write_text('{"role": 3}')
+    files = [batch, tmp_path / "unreadable.json", tmp_path / "malformed.json"]
+    assert credit_cli(*files, "--static", "--format", "json") == 2
+    captured = capsys.readouterr()
+    objects = [json.loads(line) for line in captured.out.splitlines()]
+    assert [entry["source"] for entry in objects] == [f"{batch}[{k}]" for k in range(3)]
+    assert [entry["commands"][0]["role"] for entry in objects] == ["direct write"] * 3
+    errors = captured.err.splitlines()
+    assert len(errors) == 2 and "unreadable.json" in errors[0] and "malformed.json" in errors[1]
+
+
+def test_every_knob_is_a_key_value_override_and_is_reported(tmp_path, capsys):
+    path = saved(tmp_path, "count.json", COUNT_DATASET_TOKENS.trajectory)
+    assert credit_cli(path, "--format", "json", "beta=0.25", "credit.reveal_once=false",
+                      "incidental_rules=[date,clock_time]", "factor_floor=0.1") == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert entry["commands"][0]["credit"] == 0.25
+    assert entry["config"]["reveal_once"] is False and entry["config"]["factor_floor"] == 0.1
+    assert entry["config"]["incidental_rules"] == ["date", "clock_time"]
+    assert credit_cli(path, "prefer_computed=false") == 0
+    header = capsys.readouterr().out.split("\n\n")[0]
+    assert header.startswith("credit config: beta=0.5 ") and "prefer_computed=false" in header
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("beta=high", "credit.beta: expected int or float, got 'high'"),
+    ("reveal=false", "unknown credit config keys ['reveal']"),
+    ("incidental_rules=[clock]", "unknown incidental_rules ['clock']; valid: version_banner"),
+    ("beta=2", "beta must lie in [0, 1]"),
+])
+def test_a_bad_override_is_one_line_naming_the_key(tmp_path, capsys, override, message):
+    assert credit_cli(saved(tmp_path, "count.json", COUNT_DATASET_TOKENS.trajectory), override) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    files = [saved(tmp_path, f"t{k}.json", COUNT_DATASET_TOKENS.trajectory) for k in range(30)]
+    result = subprocess.run(f"{shlex.quote(sys.executable)} -m depgpo credit {' '.join(map(str, files))} | head -1",
+                            shell=True, capture_output=True, text=True, timeout=120)
+    assert result.stdout.startswith("credit config:")
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr

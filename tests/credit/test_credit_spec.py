@@ -8,7 +8,7 @@ import pytest
 
 import depgpo.credit
 from depgpo.credit import CreditConfig, TrajectoryError, aggregate_diagnostics, compute_credit, step_factors_for
-from depgpo.credit.read_credit import salient_tokens
+from depgpo.credit.salience import salient_tokens
 from tests.helpers.credit_examples import (
     BN_FIT_MODIFY,
     CONSTRAINTS_SCHEDULING,

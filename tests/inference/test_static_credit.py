@@ -414,7 +414,8 @@ def test_unparseable_commands_are_reported_not_raised():
 
 
 SHELL_FRAGMENTS = ["cp ", "mv ", "rm -rf ", "mkdir -p ", "cat ", "echo ", "printf '%s\\n' ", "tee -a ", "sed -i ",
-                   "cd ", "bash -c ", "./s.sh ", "source ", "python3 ", "pkill -f ", "ps ", "f() { ", "f; ", "X=",
+                   "cd ", "bash -c ", "./s.sh ", "printf '%d' ", "printf '%5.2f %x %o %c %b' ", "printf %099999999d ", "7 ",
+                   "0x1f ", "-3 ", "abc ", "source ", "python3 ", "pkill -f ", "ps ", "f() { ", "f; ", "X=",
                    "$X", "${X:-y}", "..", "/", "d/e", "/dev/null", "*", "~", "a", " ", "\n", "\t", "'", '"', "\\",
                    ">", ">>", "<", "<<<", "<<'EOF'\n", "<<-EOF\n", "\nEOF\n", "2>&1", "|", "&&", "||", ";", "&",
                    "(", ")", "{", "}", "$(", "`", "[ -f ", " ]", "\x00", "\u00ff", "\udc80"]

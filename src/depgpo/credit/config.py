@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
+from depgpo.credit.salience import INCIDENTAL_RULES
 from depgpo.trajectory.scope import CACHE_DIR_NAMES, TEXT_MAX_BYTES, TEXT_MAX_LINES, UNTRACKED_PREFIXES
 
 # The full method and the Table 2 ablations (docs/credit.md#ablations).
@@ -48,6 +49,9 @@ class CreditConfig:
 
     token_pattern: str = TOKEN_PATTERN
     salient_token_patterns: tuple[str, ...] = SALIENT_PATTERNS
+    # Spans blanked in an output before its tokens count as revealed: the clock, `ls -l` columns, version banners …
+    # (credit/salience.py, docs/credit-decisions.md#d-incidental); () keeps every salient token, as the paper's text.
+    incidental_rules: tuple[str, ...] = tuple(INCIDENTAL_RULES)
 
     # Readings the definition leaves open (see the module docstrings of write_credit and read_credit):
     # binary_write: D_c holds only the E records whose content of c survived (False: every record of W(c) ∩ E).
@@ -55,6 +59,9 @@ class CreditConfig:
     # A token shown by an earlier observation is no longer "first revealed" (False: every observation that shows a
     # token absent from the instruction and from earlier command text is a source of information edges).
     reveal_once: bool = True
+    # With reveal_once: a token that a later command computed (ran a program whose output showed it) is credited to
+    # the latest such command before its use, rather than to an earlier command that merely displayed it (cat, grep).
+    prefer_computed: bool = True
     # q̃_t = (q_t - min q) / Δ ("range", docs/credit.md#normalisation) or q_t / max q ("max", the minimum turn keeps some weight).
     factor_scale: str = "range"
     # Δ = max q - min q at or below this gives unit factors (docs/credit.md#fallbacks, Table 4).
@@ -75,6 +82,9 @@ class CreditConfig:
         if self.token_regex.groups:  # findall would return the groups instead of the words
             raise ValueError(f"token_pattern must have no capturing groups: {self.token_pattern!r}")
         self.salient_regex  # compile now, so a bad pattern fails at construction
+        unknown = [name for name in self.incidental_rules if name not in INCIDENTAL_RULES]
+        if unknown:
+            raise ValueError(f"unknown incidental_rules {unknown}; valid: {', '.join(INCIDENTAL_RULES)}")
 
     @cached_property
     def token_regex(self) -> re.Pattern:
@@ -86,14 +96,54 @@ class CreditConfig:
 
     @classmethod
     def from_mapping(cls, mapping: Mapping) -> CreditConfig:
-        """Build from a plain or OmegaConf mapping (`credit:` group); lists become tuples, unknown keys fail."""
-        fields = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(mapping) - fields)
+        """Build from a plain or OmegaConf mapping (`credit:` group); lists become tuples, unknown keys and values
+        of the wrong type fail, naming the key."""
+        defaults = {field.name: field.default for field in dataclasses.fields(cls)}
+        unknown = sorted(set(mapping) - set(defaults))
         if unknown:
-            raise ValueError(f"unknown credit config keys {unknown}; valid: {', '.join(sorted(fields))}")
+            raise ValueError(f"unknown credit config keys {unknown}; valid: {', '.join(sorted(defaults))}")
         values = {}
         for key, value in mapping.items():
             if not isinstance(value, str | bytes) and hasattr(value, "__iter__") and not isinstance(value, Mapping):
                 value = tuple(value)
-            values[key] = value
+            values[key] = _checked_type(key, value, defaults[key])
         return cls(**values)
+
+    @classmethod
+    def from_overrides(cls, overrides: list[str]) -> CreditConfig:
+        """`key=value` or `credit.key=value`, in the Hydra override grammar of the stages (`beta=0.25`,
+        `reveal_once=false`, `incidental_rules=[date,clock_time]`, `tracked_roots=null`)."""
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.errors import HydraException
+
+        mapping = {}
+        for text in overrides:
+            try:
+                (override,) = OverridesParser.create().parse_overrides([text])
+            except HydraException as error:
+                first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+                raise ValueError(f"{text!r} is not a key=value override ({first_line})") from error
+            mapping[override.key_or_group.removeprefix("credit.")] = override.value()
+        return cls.from_mapping(mapping)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _checked_type(key: str, value, default):
+    """`value` for the field `key` whose default is `default`; an int where a float goes becomes a float."""
+    if isinstance(default, bool) or isinstance(default, str):
+        expected: tuple[type, ...] = (type(default),)
+    elif isinstance(default, float):
+        expected = (int, float)
+    elif isinstance(default, int):
+        expected = (int,)
+    else:  # a tuple of strings, or None for "the trajectory's own"
+        expected = (tuple,) if default is not None else (tuple, type(None))
+    if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
+        names = " or ".join("null" if t is type(None) else {"tuple": "list"}.get(t.__name__, t.__name__)
+                            for t in expected)
+        raise ValueError(f"credit.{key}: expected {names}, got {value!r}")
+    if isinstance(value, tuple) and not all(isinstance(item, str) for item in value):
+        raise ValueError(f"credit.{key}: expected a list of strings, got {list(value)!r}")
+    return float(value) if isinstance(default, float) else value

@@ -4,6 +4,7 @@ docs/credit.md#diagnostics (Table 11), and renderings for people: a table, a JSO
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 import time
@@ -16,6 +17,7 @@ from depgpo.credit.factors import fallback_category
 
 if TYPE_CHECKING:
     from depgpo.credit import CommandCredit, CreditResult
+    from depgpo.credit.config import CreditConfig
     from depgpo.credit.records import Command
 
 ROLES = (
@@ -114,6 +116,23 @@ def short_command(text: str, width: int = 48) -> str:
     if len(head) > width or len(lines) > 1:
         head = head[: width - 2].rstrip() + " …"
     return head
+
+
+def format_config(config: CreditConfig) -> str:
+    """The active credit configuration as `key=value` words (the override grammar); a list equal to its default
+    is shown as `default`, so the header stays short."""
+    words = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, tuple) and value == field.default and value:
+            shown = "default"
+        elif isinstance(value, tuple):
+            shown = f"[{','.join(value)}]"
+        else:
+            shown = {None: "null", True: "true", False: "false"}.get(value, value) if not isinstance(
+                value, int | float) or isinstance(value, bool) else _number(value)
+        words.append(f"{field.name}={shown}")
+    return "\n".join(textwrap.wrap("credit config: " + " ".join(words), 110, subsequent_indent="  "))
 
 
 def format_table(result: CreditResult, title: str) -> str:

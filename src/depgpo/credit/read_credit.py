@@ -2,8 +2,11 @@
 that a later credited command then used, in its command text or in the content it wrote.
 
 Readings this module had to choose, beyond the definition's text:
+- Incidental spans of an output (the clock, `ls -l` columns, version banners …) reveal nothing
+  (config `incidental_rules`, credit/salience.py).
 - A token shown by an earlier observation is not revealed again (config `reveal_once`): the first observation
-  that shows it is the only source of information edges for it.
+  that shows it is the only source of information edges for it, unless (config `prefer_computed`) a later command
+  before the use computed it, where the first one merely displayed it: then the latest such command is the source.
 - A command's own text counts as earlier than its observation, so `echo 63841` reveals nothing.
 - The escapes `\\n`, `\\t`, `\\r` inside command text (printf, echo -e) separate words, so the `VERSION` of
   `printf 'A\\nVERSION:2.0'` is the same word as the one `cat` later prints.
@@ -13,14 +16,12 @@ Readings this module had to choose, beyond the definition's text:
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 
 from depgpo.credit.config import CreditConfig
 from depgpo.credit.records import EpisodeRecords
-
-_ESCAPES = re.compile(r"\\[ntr]")
+from depgpo.credit.salience import displays_only, revealing_tokens, salient_tokens
 
 
 @dataclass
@@ -28,11 +29,6 @@ class ReadCredit:
     info: list[float]
     q: list[float]  # q(c) = max(Contrib(c), info(c))
     information_edges: list[tuple[int, int]]  # (r, c): c used a token first revealed by r's observation
-
-
-def salient_tokens(text: str, config: CreditConfig) -> set[str]:
-    is_salient = config.salient_regex.fullmatch
-    return {word for word in set(config.token_regex.findall(_ESCAPES.sub(" ", text))) if is_salient(word)}
 
 
 def read_credit(episode: EpisodeRecords, contrib: list[float], config: CreditConfig) -> ReadCredit:
@@ -48,22 +44,36 @@ def read_credit(episode: EpisodeRecords, contrib: list[float], config: CreditCon
             continue
         command = episode.commands[c]
         used = salient_tokens(command.text, config) | salient_tokens(command.written_text, config)
-        for r in sorted({r for token in used for r in revealers.get(token, ()) if r < c}):
+        for r in sorted({r for token in used for r in _sources(revealers.get(token, ()), c, config)}):
             info[r] = max(info[r], config.beta * q[c])
             edges.append((r, c))
     return ReadCredit(info, q, edges)
 
 
-def _revealers(episode: EpisodeRecords, config: CreditConfig) -> dict[str, list[int]]:
-    """For every salient token, the commands whose observation revealed it: it was in neither the instruction nor
-    any earlier command text (nor, with `reveal_once`, any earlier observation)."""
+def _revealers(episode: EpisodeRecords, config: CreditConfig) -> dict[str, list[tuple[int, bool]]]:
+    """For every salient token, (index, computed) of each command whose observation showed it while the agent could
+    not have known it: it was in neither the instruction nor any earlier command text. `computed`: the command ran
+    a program other than a display tool (salience.displays_only)."""
     known = salient_tokens(episode.instruction, config)
-    revealers: dict[str, list[int]] = defaultdict(list)
+    revealers: dict[str, list[tuple[int, bool]]] = defaultdict(list)
     for command in episode.commands:
         known |= salient_tokens(command.text, config)
-        revealed = salient_tokens(command.observation, config) - known
-        for token in revealed:
-            revealers[token].append(command.index)
-        if config.reveal_once:
-            known |= revealed
+        shown = revealing_tokens(command.observation, command.text, config) - known
+        if shown:
+            computed = not displays_only(command.text)
+            for token in shown:
+                revealers[token].append((command.index, computed))
     return revealers
+
+
+def _sources(revealers: list[tuple[int, bool]] | tuple, user: int, config: CreditConfig) -> list[int]:
+    """The commands before `user` that revealed a token to it (the first, unless a later one computed it)."""
+    earlier = [(index, computed) for index, computed in revealers if index < user]
+    if not earlier or not config.reveal_once:
+        return [index for index, _ in earlier]
+    first, first_computed = earlier[0]
+    if config.prefer_computed and not first_computed:
+        computing = [index for index, computed in earlier if computed]
+        if computing:
+            return [computing[-1]]
+    return [first]

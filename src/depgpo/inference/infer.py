@@ -16,6 +16,9 @@ from depgpo.trajectory.schema import (
     empty_effects, make_trajectory, unverified,
 )
 
+# The error that says the simulator itself failed on a command (a bug to report, not a property of the text).
+INFERENCE_FAILED = "static inference raised"
+
 
 def infer_command_effects(text: str, cwd: str = DEFAULT_WORKDIR) -> tuple[CommandEffects, str | None]:
     """Records of one command run in a fresh shell at `cwd`, and the directory it leaves (None: not determined)."""
@@ -48,10 +51,15 @@ def infer_trajectory(steps: Iterable[Mapping[str, Any]], *, instruction: str = "
     touched: dict[str, None] = {}  # tracked paths written or deleted, for `final`
     for index, step in enumerate(steps):
         text = str(step.get("text") or "")
-        effects = shell.run(text, index)
-        if effects is None:
-            errors.append(f"command {index}: its text does not parse as shell; no records inferred")
-            effects = empty_effects()
+        try:
+            effects = shell.run(text, index)
+        except Exception as error:  # noqa: BLE001 - a log's text must never stop the batch; counted by the bench
+            errors.append(f"command {index}: {INFERENCE_FAILED} ({type(error).__name__}: {error}); no records inferred")
+            effects = None
+        else:
+            if effects is None:
+                errors.append(f"command {index}: its text does not parse as shell; no records inferred")
+        effects = effects if effects is not None else empty_effects()
         _keep_tracked(effects, lambda path: scope.is_under(path, roots))
         touched.update(dict.fromkeys([w["path"] for w in effects["writes"]] + effects["deletions"]))
         commands.append(CommandRecord(

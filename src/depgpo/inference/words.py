@@ -114,6 +114,7 @@ def echo(args: list[str | None]) -> str | None:
     return (interpret_escapes(text) if escapes else text) + ("\n" if newline else "")
 
 
+_PRINTF_MAX_WIDTH = 4096
 _PRINTF_DIRECTIVE = re.compile(r"%([-+ #0]*)(\d*)(?:\.(\d+))?([sbdiouxXcfeEgG%])")
 
 
@@ -134,6 +135,8 @@ def printf(fmt: str, args: list[str | None]) -> str | None:
                 continue
             consumed = consumed or bool(remaining)
             value = remaining.pop(0) if remaining else ""
+            if int(width or 0) > _PRINTF_MAX_WIDTH or int(precision or 0) > _PRINTF_MAX_WIDTH:
+                return None  # a padded field this wide is not content to track, and would cost its size in memory
             spec = "%" + flags + width + (f".{precision}" if precision else "")
             try:
                 if conversion in "sb":
@@ -143,8 +146,9 @@ def printf(fmt: str, args: list[str | None]) -> str | None:
                 elif conversion in "feEgG":
                     out.append((spec + conversion) % float(value or 0))
                 else:
-                    out.append((spec + ("d" if conversion in "iu" else conversion)) % int(value or 0, 0))
-            except ValueError:
+                    # A missing argument is 0, as in bash.
+                    out.append((spec + ("d" if conversion in "iu" else conversion)) % int(value or "0", 0))
+            except (ValueError, OverflowError):
                 return None
         out.append(interpret_escapes(fmt[position:]))
         if not remaining or not consumed:
