@@ -451,7 +451,9 @@ def test_chat_messages_list():
 def test_chat_jsonl_batch():
     greet, broken, two_calls = load_trajectories(OFFLINE / "chat_batch.jsonl")
     assert greet["task"]["id"] == "greet-script" and greet["verifier"]["reward"] == 1.0
-    assert [c["text"].split()[0] for c in greet["commands"]] == ["mkdir", "python3"]  # the editor call is no command
+    # The editor call is a command too: its file effects are simulated through a shell equivalent (a view reads).
+    assert [c["text"].split()[0] for c in greet["commands"]] == ["mkdir", "python3", "str_replace_editor"]
+    assert greet["commands"][2]["reads"] == ["/app"] and greet["commands"][2]["observation"] == "/app\n/app/tools\n"
     assert greet["commands"][1]["observation"].startswith("<returncode>0")  # its own output, not the editor's
     assert greet["commands"][1]["exit_code"] == 0
     assert num_turns(broken) == 6 and [c["turn"] for c in broken["commands"]] == [1, 2, 3, 4]  # turn 0: bad JSON
@@ -532,7 +534,7 @@ def test_list_of_native_trajectories(tmp_path):
     ("", "empty"),
     ("{not json", "not JSON"),
     ('{"a": 1}\n{oops', "line 2 is not JSON"),
-    ('{"schema_version": "ATIF-v1.2", "steps": []}', "unknown shape"),
+    ('{"schema_version": "ATIF-v1.2", "steps": {}}', "field 'steps' is dict, not a list"),
     ("[1, 2]", "unknown shape"),
 ])
 def test_bad_files_raise_value_error_naming_the_file(tmp_path, content, problem):

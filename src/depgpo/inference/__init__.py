@@ -19,13 +19,15 @@ The modules, from the bottom up:
   handlers    what each program does to the session
   simulator   the ShellSimulator, walking the tree-sitter tree
   infer       one command's records, or a whole trajectory's
-  formats     trajectories from files: trajectory.json, chat messages, Terminus-2 logs
+  agent_logs  fenced-action logs (mini-swe-agent), Terminal-Bench 1 trial directories, file-editor tool calls
+  harbor_logs Harbor trial directories and ATIF trajectories (Terminal-Bench 2.0 runs)
+  formats     trajectories from files: trajectory.json, chat messages, Terminus-2 logs, and the two above
 E, the verifier's records, comes from `depgpo.env.verifier_source`.
 """
 
-from depgpo.inference.formats import from_conversation, load_trajectories, num_turns
+from depgpo.inference.formats import from_conversation, load_trajectories, num_turns, trajectory_sources
 from depgpo.inference.infer import infer_command_effects, infer_trajectory
 from depgpo.inference.simulator import DEFAULT_WORKDIR, ShellSimulator
 
 __all__ = ["DEFAULT_WORKDIR", "ShellSimulator", "from_conversation", "infer_command_effects", "infer_trajectory",
-           "load_trajectories", "num_turns"]
+           "load_trajectories", "num_turns", "trajectory_sources"]

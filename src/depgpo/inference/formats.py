@@ -18,26 +18,27 @@ always inferred from the command texts (`inference.infer`).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from pathlib import Path
 from typing import Any
 
+from depgpo.inference.agent_logs import (
+    editor_step, fenced_action, fenced_steps, is_tb1_trial, tb1_trial_conversation, tool_calls_of,
+)
+from depgpo.inference.harbor_logs import TERMINUS_TASK as _TERMINUS_TASK
+from depgpo.inference.harbor_logs import atif_steps, harbor_trial, harbor_trial_dirs, is_atif, keystrokes_command
 from depgpo.inference.infer import infer_trajectory
 from depgpo.inference.simulator import DEFAULT_WORKDIR
 from depgpo.trajectory.load import TrajectoryError, check_header
+from depgpo.trajectory.schema import unverified
 
 BASH_TOOL_NAMES = {"bash", "shell", "execute_bash", "run_shell_command", "terminal"}
 
-# tmux key names that Terminus-2 sends to interrupt or navigate rather than to run a command.
-_CONTROL_KEYS = re.compile(
-    r"(?:[CMS]-\S+|Escape|Enter|Tab|BSpace|BTab|Up|Down|Left|Right|Home|End|PageUp|PageDown|PPage|NPage|F\d{1,2}|DC|IC)"
-    r"(?:\s+(?:[CMS]-\S+|Escape|Enter|Tab))*")
 # Exit codes as harnesses print them: mini-SWE-agent's `<returncode>`, or an "exit code: N" line.
 _EXIT_CODE_PATTERNS = [re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>"),
                        re.compile(r"(?im)^\W*exit(?:[ _]?code|[ _]status)\W*(-?\d+)\W*$")]
-# Terminus-2 embeds the task in a prompt template; this is the instruction proper.
-_TERMINUS_TASK = re.compile(r"Task Description:\s*(.*?)\s*(?:Current [Tt]erminal [Ss]tate:|$)", re.DOTALL)
 
 _EXPECTED = ("a trajectory.json object (with an integer schema_version), a JSON list of them, or chat messages "
              "(a JSON list of messages, {\"messages\": [...]}, a list of such conversations, or JSONL with one "
@@ -52,8 +53,23 @@ def load_trajectories(path: str | Path, static: bool = False) -> list[dict]:
     Raises ValueError naming the file when it cannot be read or holds none of the accepted shapes.
     """
     path = Path(path)
+    if path.is_dir():
+        if is_tb1_trial(path):
+            return [from_conversation(tb1_trial_conversation(path) | {"format": "tb1_trial"}, path.name)]
+        if trials := harbor_trial_dirs(path):
+            return [_from_harbor(harbor_trial(trial)) for trial in trials]
+        raise ValueError(f"{path}: a directory, but not a trial directory; expected a file, a Terminal-Bench 1 "
+                         "trial (results.json and sessions/agent.log), or a Harbor trial or job directory "
+                         "(agent/trajectory.json)")
+    if path.name == "trajectory.json" and path.parent.name == "agent" and harbor_trial_dirs(path.parent.parent):
+        return [_from_harbor(harbor_trial(path.parent.parent))]  # with the trial's reward and task name
     trajectories = []
     for document in _json_documents(path):
+        if is_atif(document):
+            instruction, steps, turns = atif_steps(document, where=str(path))
+            trajectories.append(_from_harbor({"instruction": instruction, "steps": steps, "num_turns": turns,
+                                              "task_id": path.stem, "reward": None}))
+            continue
         items = _split_document(document, path)
         for position, item in enumerate(items):
             if _is_native(item):
@@ -65,6 +81,23 @@ def load_trajectories(path: str | Path, static: bool = False) -> list[dict]:
             else:
                 trajectories.append(from_conversation(item, f"{path.stem}#{len(trajectories)}"))
     return trajectories
+
+
+def trajectory_sources(root: str | Path) -> list[Path]:
+    """What `load_trajectories` takes under `root`, sorted: `root` itself when it is a file or a trial directory;
+    else every trial directory (Terminal-Bench 1 or Harbor, taken whole) and every other *.json / *.jsonl file."""
+    root = Path(root)
+    if not root.is_dir() or is_tb1_trial(root) or (root / "agent" / "trajectory.json").is_file():
+        return [root]
+    found: list[Path] = []
+    for directory, subdirectories, files in os.walk(root):
+        here = Path(directory)
+        if here != root and (is_tb1_trial(here) or (here / "agent" / "trajectory.json").is_file()):
+            found.append(here)
+            subdirectories.clear()  # its JSON files (results.json, config.json) are part of the trial
+            continue
+        found += [here / name for name in files if name.endswith((".json", ".jsonl"))]
+    return sorted(found)
 
 
 def num_turns(trajectory: dict) -> int:
@@ -153,22 +186,77 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+_PROMPT_TAG = re.compile(r"</?[a-z_]+>")
+_UPLOADED = re.compile(r"<uploaded_files>\s*(/\S+)\s*</uploaded_files>")
+_FIRST_CD = re.compile(r"(?:^|&&|;|\n)\s*cd\s+(/[\w./-]+)")
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
+
+
+def _working_directory(conversation: dict, instruction: str, steps: list[dict]) -> str:
+    """Where a log without a recorded workdir worked: mini-swe-agent's `info.config.environment.cwd`, OpenHands'
+    <uploaded_files>, else the first absolute `cd` of its first commands, else /app. The tracked scope starts
+    from it (docs/credit.md#tracked-scope)."""
+    info = conversation.get("info")
+    config = info.get("config") if isinstance(info, dict) else None
+    environment = config.get("environment") if isinstance(config, dict) else None
+    if isinstance(environment, dict) and isinstance(environment.get("cwd"), str) and environment["cwd"].startswith("/"):
+        return environment["cwd"]
+    uploaded = _UPLOADED.search(instruction)
+    if uploaded:
+        return uploaded.group(1).rstrip("/")
+    for step in steps[:5]:
+        found = _FIRST_CD.search(str(step.get("text") or ""))
+        if found:
+            return found.group(1).rstrip("/") or "/"
+    return DEFAULT_WORKDIR
+
+
+def _patch_verifier(conversation: dict, workdir: str) -> dict | None:
+    """E of a SWE-bench style log: the files of the patch it submitted (mini-swe-agent's `info.submission`), which
+    is all of the agent's work the evaluation applies and tests; None (E from the instruction) without one."""
+    info = conversation.get("info")
+    patch = info.get("submission") if isinstance(info, dict) else None
+    files = list(dict.fromkeys(_DIFF_FILE.findall(patch))) if isinstance(patch, str) else []
+    return unverified([f"{workdir}/{name}" for name in files]) if files else None
+
+
+def _from_harbor(trial: dict) -> dict:
+    trajectory = infer_trajectory(trial["steps"], instruction=trial["instruction"], num_turns=trial["num_turns"],
+                                  task={"id": trial["task_id"], "path": None, "format": "harbor"})
+    if trial["reward"] is not None:
+        trajectory["verifier"].update(reward=trial["reward"], reward_source="offline")
+    return trajectory
+
+
 def from_conversation(conversation: dict, default_id: str) -> dict:
-    messages = [message for message in conversation["messages"] if _is_message(message)]
+    # OpenHands logs keep the prompt-style history in `messages` and the tool-call one in `fncall_messages`.
+    source = conversation.get("fncall_messages")
+    source = source if isinstance(source, list) and source else conversation["messages"]
+    messages = [message for message in source if _is_message(message)]
     assistants = [message for message in messages if message["role"] == "assistant"]
-    is_terminus = not any(message.get("tool_calls") for message in assistants) and any(
-        _terminus_reply(_text(message.get("content"))) is not None for message in assistants)
-    steps = _terminus_steps(messages) if is_terminus else _tool_call_steps(messages)
+    kind = "chat"
+    if not any(tool_calls_of(message) for message in assistants):
+        contents = [_text(message.get("content")) for message in assistants]
+        if any(_terminus_reply(content) is not None for content in contents):
+            kind = "terminus2"
+        elif any(fenced_action(content) is not None for content in contents):
+            kind = "fenced_actions"
+    steps = {"terminus2": _terminus_steps, "fenced_actions": lambda m: fenced_steps(m, _text)}.get(
+        kind, _tool_call_steps)(messages)
+    is_terminus = kind == "terminus2"
     instruction = next((_text(m.get("content")) for m in messages if m["role"] == "user"), "")
     if is_terminus:
         embedded = _TERMINUS_TASK.search(instruction)
         instruction = embedded.group(1) if embedded else instruction
     task_id = next((conversation[key] for key in ("task_id", "instance_id", "id")
                     if isinstance(conversation.get(key), str)), default_id)
+    workdir = conversation.get("workdir") or _working_directory(conversation, instruction, steps)
+    # Agent prompts wrap the task in tags (<uploaded_files>, </pr_description>), which would read as paths.
+    instruction = _PROMPT_TAG.sub(" ", instruction)
     trajectory = infer_trajectory(
-        steps, instruction=instruction, workdir=conversation.get("workdir") or DEFAULT_WORKDIR,
+        steps, instruction=instruction, workdir=workdir, verifier=_patch_verifier(conversation, workdir),
         verifier_source=conversation.get("verifier_source"), num_turns=len(assistants),
-        task={"id": task_id, "path": None, "format": "terminus2" if is_terminus else "chat"})
+        task={"id": task_id, "path": None, "format": conversation.get("format", kind)})
     reward = conversation.get("reward")
     if isinstance(reward, (int, float)) and not isinstance(reward, bool):
         trajectory["verifier"].update(reward=float(reward), reward_source="offline")
@@ -182,13 +270,15 @@ def _tool_call_steps(messages: list[dict]) -> list[dict]:
     for message in messages:
         if message["role"] == "assistant":
             turn += 1
-            calls = message.get("tool_calls")
-            for call in calls if isinstance(calls, list) else []:
-                command = _bash_command(call)
-                if command is not None:
-                    step = {"turn": turn, "text": command, "observation": "", "exit_code": None}
-                    steps.append(step)
-                    awaiting.append((call.get("id"), step))
+            for call in tool_calls_of(message):
+                command, edit = _bash_command(call), editor_step(call)
+                if command is None and edit is None:
+                    continue
+                step = {"turn": turn, "text": command, "observation": "", "exit_code": None}
+                if edit is not None:
+                    step["text"], step["shell_equivalent"] = edit
+                steps.append(step)
+                awaiting.append((call.get("id") if isinstance(call, dict) else None, step))
         elif message["role"] in ("tool", "function") and awaiting:
             # Matched by tool_call_id; a log without ids answers the calls in order. An id of another tool's
             # call (an editor, say) answers none of ours.
@@ -261,11 +351,8 @@ def _terminus_steps(messages: list[dict]) -> list[dict]:
             turn_steps = []
             reply = _terminus_reply(_text(message.get("content"))) or {"commands": []}
             for item in reply["commands"]:
-                keystrokes = item.get("keystrokes") if isinstance(item, dict) else None
-                if not isinstance(keystrokes, str):
-                    continue
-                text = keystrokes.rstrip("\n")
-                if not text.strip() or _CONTROL_KEYS.fullmatch(text.strip()):
+                text = keystrokes_command(item.get("keystrokes") if isinstance(item, dict) else None)
+                if text is None:
                     continue
                 turn_steps.append({"turn": turn, "text": text, "observation": "", "exit_code": None})
             steps += turn_steps

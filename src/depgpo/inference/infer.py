@@ -52,7 +52,8 @@ def infer_trajectory(steps: Iterable[Mapping[str, Any]], *, instruction: str = "
     for index, step in enumerate(steps):
         text = str(step.get("text") or "")
         try:
-            effects = shell.run(text, index)
+            # An editor tool call is simulated through a shell command with the same file effects (agent_logs.py).
+            effects = shell.run(str(step.get("shell_equivalent") or text), index)
         except Exception as error:  # noqa: BLE001 - a log's text must never stop the batch; counted by the bench
             errors.append(f"command {index}: {INFERENCE_FAILED} ({type(error).__name__}: {error}); no records inferred")
             effects = None

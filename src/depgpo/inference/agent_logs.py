@@ -1,0 +1,130 @@
+"""Agent logs beyond tool calls and Terminus-2 (formats.py dispatches here), in the shapes public runs have:
+
+- **Fenced actions** (mini-swe-agent `*.traj.json`, SWE-agent's thought-action style): each assistant message holds
+  one ```` ```bash ```` block, the command; the next user message answers it as
+  `<returncode>N</returncode><output>…</output>`.
+- **Terminal-Bench 1 trial directories** of such an agent (`TASK.1-of-1.RUN/sessions/agent.log`, `results.json`):
+  the pane log holds the same steps as text (`mini-swe-agent (step N, $C):`, the block, `<returncode>`); the task
+  and the verdict come from `results.json` (`instruction`, `is_resolved`). The pane wraps long lines at its width,
+  so a long command may read with line breaks it did not have.
+- **File-editor tool calls** (OpenHands' `str_replace_editor`, SWE-agent's editor): not shell, but they write and
+  read files, so each gets a shell equivalent with the same file effects for the simulator (`create` writes its
+  text, `view` reads, `str_replace` / `insert` / `undo_edit` read and rewrite with unknown content). The
+  command text keeps the call itself, so its arguments' words still count as used.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+EDITOR_TOOL_NAMES = {"str_replace_editor", "str_replace_based_edit_tool", "edit_file", "editor"}
+
+_FENCE = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)\n?```", re.DOTALL)
+_OBSERVATION = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>\s*(?:<output>\n?(.*?)</output>)?", re.DOTALL)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+_PANE_STEP = re.compile(r"^mini-swe-agent \(step \d+(?:, \$[\d.]+)?\):", re.MULTILINE)
+
+
+# ---- fenced actions --------------------------------------------------------------------------------------------
+
+def fenced_action(content: str) -> str | None:
+    """The command of a thought-action reply: its one bash block (None when it has none or several)."""
+    blocks = _FENCE.findall(content)
+    return blocks[0] if len(blocks) == 1 else None
+
+
+def fenced_steps(messages: list[dict], text_of) -> list[dict]:
+    steps: list[dict] = []
+    pending: dict | None = None
+    turn = -1
+    for message in messages:
+        if message["role"] == "assistant":
+            turn += 1
+            command = fenced_action(text_of(message.get("content")))
+            pending = None
+            if command is not None and command.strip():
+                pending = {"turn": turn, "text": command, "observation": "", "exit_code": None}
+                steps.append(pending)
+        elif message["role"] in ("user", "tool") and pending is not None:
+            content = text_of(message.get("content"))
+            found = _OBSERVATION.search(content)
+            if found:
+                pending["exit_code"] = int(found.group(1))
+                pending["observation"] = found.group(2) if found.group(2) is not None else content[found.end():]
+            else:  # a format warning or a truncated output: what the agent saw
+                pending["observation"] = content
+            pending = None
+    return steps
+
+
+# ---- Terminal-Bench 1 trial directories -------------------------------------------------------------------------
+
+def is_tb1_trial(directory: Path) -> bool:
+    return (directory / "sessions" / "agent.log").is_file() and (directory / "results.json").is_file()
+
+
+def tb1_trial_conversation(directory: Path) -> dict:
+    """The trial as a fenced-action conversation with its task id, instruction and reward (1.0 resolved, 0.0 not,
+    None unlabelled). Raises ValueError naming the file when it cannot be read."""
+    results_path, log_path = directory / "results.json", directory / "sessions" / "agent.log"
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{directory}: not a readable Terminal-Bench trial ({error}); expected results.json "
+                         "(JSON) and sessions/agent.log") from error
+    if not isinstance(results, dict):
+        raise ValueError(f"{results_path}: expected a JSON object with task_id, instruction and is_resolved")
+    resolved = results.get("is_resolved")
+    messages = [{"role": "user", "content": str(results.get("instruction") or "")}]
+    for block in _PANE_STEP.split(_ANSI.sub("", log))[1:]:
+        reply, _, answer = block.partition("\nUser:\n")
+        messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": answer}]
+    return {"messages": messages, "task_id": str(results.get("task_id") or directory.name),
+            "reward": None if resolved is None else float(bool(resolved))}
+
+
+# ---- editor tool calls ------------------------------------------------------------------------------------------
+
+def tool_calls_of(message: dict) -> list:
+    """A message's tool calls: a list, or a list written as a JSON or Python-literal string (OpenHands logs)."""
+    calls = message.get("tool_calls")
+    if isinstance(calls, str):
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                calls = parse(calls)
+                break
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+    return calls if isinstance(calls, list) else []
+
+
+def editor_step(call: Any) -> tuple[str, str] | None:
+    """(command text, shell equivalent) of a file-editor tool call; None for other tools or malformed ones."""
+    function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
+    if not isinstance(function, dict) or function.get("name") not in EDITOR_TOOL_NAMES:
+        return None
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+    if not isinstance(arguments, dict) or not isinstance(arguments.get("path"), str):
+        return None
+    action, path = arguments.get("command"), shlex.quote(arguments["path"])
+    text = f"{function['name']} {json.dumps(arguments, ensure_ascii=False)}"
+    if action == "create" and isinstance(arguments.get("file_text"), str):
+        body = arguments["file_text"]
+        delimiter = next(f"DEPGPO_EOF{n}" for n in range(10**6) if f"DEPGPO_EOF{n}" not in body)
+        return text, f"cat > {path} <<'{delimiter}'\n{body.removesuffix(chr(10))}\n{delimiter}"
+    if action == "view":
+        return text, f"cat {path}"
+    if action in ("str_replace", "insert", "undo_edit"):
+        return text, f"sed -i -e '' {path}"  # reads and rewrites the file; its new content is not known here
+    return None
