@@ -1,9 +1,15 @@
 """`depgpo report --results results/{scale} [--out DIR] [--setting MODEL/DATA]`
+`depgpo report --trajectories PATH [PATH ...] --name NAME --out DIR [--static] [--beta B] [--variant NAME]`
 
-Writes tables 1, 2, 6, 9, 10, 11 (CSV, Markdown, LaTeX) and figures 1a, 1b, 1d, 5, 6 (PNG, PDF), plus index.md,
-which lists what was produced and, for each output that could not be, the missing input and the stage that
-writes it. Tables 2, 9, 10, 11 and the figures are about one setting, the focal one (the paper's Qwen3.5-9B on
-SETA): by default the first of the sorted `{model}/{data}` directories.
+With --results: writes tables 1, 2, 6, 9, 10, 11 (CSV, Markdown, LaTeX) and figures 1a, 1b, 1d, 5, 6 (PNG, PDF),
+plus index.md, which lists what was produced and, for each output that could not be, the missing input and the
+stage that writes it. Tables 2, 9, 10, 11 and the figures are about one setting, the focal one (the paper's
+Qwen3.5-9B on SETA): by default the first of the sorted `{model}/{data}` directories.
+
+With --trajectories: Figure 1(d) and Table 11 on a corpus of real trajectories named NAME (files, or directories
+searched for *.json and *.jsonl; any shape `depgpo credit` reads), plus trajectories.csv and index.md
+(depgpo.report.corpus). A file that cannot be read is named on stderr with the reason and the rest is still
+reported; the exit code is then 2.
 """
 
 from __future__ import annotations
@@ -14,10 +20,19 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--results", type=Path, required=True, help="results/{scale}: the tree to report on")
-    parser.add_argument("--out", type=Path, help="output directory (default: RESULTS/report)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--results", type=Path, help="results/{scale}: the tree to report on")
+    source.add_argument("--trajectories", type=Path, nargs="+", metavar="PATH",
+                        help="trajectory files or directories of them: Figure 1(d) and Table 11 on this corpus")
+    parser.add_argument("--out", type=Path, help="output directory (default with --results: RESULTS/report)")
     parser.add_argument("--setting", metavar="MODEL/DATA",
                         help="the focal setting of tables 2, 9, 10, 11 and the figures (default: the first found)")
+    corpus = parser.add_argument_group("with --trajectories")
+    corpus.add_argument("--name", help="the corpus's name, shown in the outputs (required)")
+    corpus.add_argument("--static", action="store_true",
+                        help="re-infer reads and writes of traced trajectories from the command text")
+    corpus.add_argument("--beta", type=float, help="dependency-decay coefficient β (default: the credit default)")
+    corpus.add_argument("--variant", help="full method or a Table 2 ablation (default: full)")
 
 
 def build_report(results: Path, out: Path, setting: str | None = None) -> dict[str, list]:
@@ -64,6 +79,12 @@ def index_markdown(report: dict[str, list], results: Path, focal: str, out: Path
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.trajectories is not None:
+        return run_corpus(args)
+    given = [option for option, value in (("--name", args.name), ("--static", args.static), ("--beta", args.beta),
+                                          ("--variant", args.variant)) if value not in (None, False)]
+    if given:
+        return usage_error(f"{', '.join(given)}: only with --trajectories")
     out = args.out or args.results / "report"
     try:
         report = build_report(args.results, out, args.setting)
@@ -74,3 +95,33 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: not produced: {reason}", file=sys.stderr)
     print(f"{len(report['produced'])} outputs written to {out} (see {out / 'index.md'})")
     return 0 if report["produced"] else 1
+
+
+def run_corpus(args: argparse.Namespace) -> int:
+    missing = [option for option, value in (("--name", args.name), ("--out", args.out)) if not value]
+    if missing:
+        return usage_error(f"--trajectories needs {' and '.join(missing)}")
+    if args.setting is not None:
+        return usage_error("--setting: only with --results")
+    from depgpo.credit import CreditConfig
+    from depgpo.report.corpus import corpus_report
+
+    try:
+        given = {"beta": args.beta, "variant": args.variant}
+        config = CreditConfig(**{key: value for key, value in given.items() if value is not None})
+    except ValueError as error:
+        return usage_error(str(error))
+    report = corpus_report(args.trajectories, args.out, args.name, config, args.static)
+    for path, reason in report["skipped"]:
+        print(f"{path}: skipped: {reason}", file=sys.stderr)
+    if not report["produced"]:
+        print(f"error: no trajectory could be loaded from {' '.join(map(str, args.trajectories))}", file=sys.stderr)
+        return 2
+    print(f"{report['trajectories']} trajectories of {args.name} reported in {args.out} "
+          f"(see {args.out / 'index.md'})")
+    return 2 if report["skipped"] else 0
+
+
+def usage_error(message: str) -> int:
+    print(f"depgpo report: error: {message}", file=sys.stderr)
+    return 2

@@ -97,14 +97,21 @@ def ecdf(ax: Axes, values: pd.Series, label: str) -> None:
 def fig1d(tree: ResultsTree, focal: Setting) -> Plot:
     """Cumulative distribution of the fraction of commands connected to E in passing reference trajectories."""
     reference = tree.reference_credit(focal)
-    passing = reference[reference.reward >= 1.0]
-    longer = passing[passing.commands >= MIN_REFERENCE_COMMANDS]
+    return connected_fraction_plot(reference[reference.reward >= 1.0], "passing reference",
+                                   f"{focal.label}: passing reference trajectories")
+
+
+def connected_fraction_plot(trajectories: pd.DataFrame, kind: str, title: str) -> Plot:
+    """Figure 1(d)'s panel: the ECDF of `connected_fraction` over `trajectories` (columns commands and
+    connected_fraction), and over those with at least MIN_REFERENCE_COMMANDS commands. `kind` names the
+    trajectories in the notes; also drawn by `depgpo report --trajectories` (depgpo.report.corpus)."""
+    longer = trajectories[trajectories.commands >= MIN_REFERENCE_COMMANDS]
     figure = Figure(figsize=(4.5, 3.2), layout="constrained")
     ax = figure.subplots()
     notes = []
-    for subset, label in ((passing, "all"), (longer, f"≥ {MIN_REFERENCE_COMMANDS} commands")):
+    for subset, label in ((trajectories, "all"), (longer, f"≥ {MIN_REFERENCE_COMMANDS} commands")):
         if subset.empty:
-            notes.append(f"no passing reference trajectory in the subset '{label}'")
+            notes.append(f"no {kind} trajectory in the subset '{label}'")
             continue
         ecdf(ax, subset.connected_fraction, f"{label} (n={len(subset)})")
     ax.axvline(1.0, color=GUIDE, linestyle="--", label="GRPO: uniform weights on every command")
@@ -112,7 +119,7 @@ def fig1d(tree: ResultsTree, focal: Setting) -> Plot:
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("fraction of commands connected to E")
     ax.set_ylabel("cumulative fraction of trajectories")
-    ax.set_title(f"{focal.label}: passing reference trajectories", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     return Plot(figure, notes)
 

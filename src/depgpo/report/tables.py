@@ -268,13 +268,20 @@ def table11(tree: ResultsTree, focal: Setting) -> Table:
     for key, label in ENVIRONMENT_ROWS.items():  # the environment's own health, same pooling
         if key in metrics.columns and metrics[key].notna().any():
             rows.append((label, key, 100 * metrics[key].dropna().mean(), True))
-    cells = pd.DataFrame({"Value": [f"{v:.1f}%" if percent else f"{v:.3g}" for _, _, v, percent in rows]},
+    note = (f"Rows named credit/… are further per-trajectory diagnostics, averaged over the {len(credit)} "
+            "updates of all seeds; the others pool the updates' per-trajectory means.")
+    return statistics_table(f"Dependency-trace statistics of DepGPO on {focal.label}.", rows, [note])
+
+
+def statistics_table(caption: str, rows: list[tuple[str, str, float, bool]], notes: list[str]) -> Table:
+    """A one-column table of (label, source key, value, is a percentage) rows, as Table 11 prints them; also
+    used by `depgpo report --trajectories` (depgpo.report.corpus). A share with nothing to count (NaN) shows –."""
+    cells = pd.DataFrame({"Value": [NOT_AVAILABLE if math.isnan(v) else f"{v:.1f}%" if percent else f"{v:.3g}"
+                                    for _, _, v, percent in rows]},
                          index=pd.Index([label for label, *_ in rows], name="Statistic"))
     numbers = pd.DataFrame([{"statistic": label, "source": key, "value": v, "percent": percent}
-                            for label, key, v, percent in rows])
-    notes = [f"Rows named credit/… are further per-trajectory diagnostics, averaged over the {len(credit)} "
-             f"updates of all seeds; the others pool the updates' per-trajectory means."]
-    return Table(f"Dependency-trace statistics of DepGPO on {focal.label}.", cells, numbers, notes=notes)
+                            for label, key, v, percent in rows], columns=["statistic", "source", "value", "percent"])
+    return Table(caption, cells, numbers, notes=notes)
 
 
 # ---------------------------------------------------------------------- Table 6
