@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from depgpo.credit.config import CreditConfig
 
@@ -26,7 +26,9 @@ def credit_default(key: str):
     fields = {field.name: field for field in dataclasses.fields(CreditConfig)}
     if key not in fields or fields[key].default is dataclasses.MISSING:
         raise ConfigError(f"credit_default:{key}: CreditConfig has no such field with a default")
-    return fields[key].default
+    default = fields[key].default
+    # A tuple default becomes a ListConfig: a resolver's plain list or tuple cannot be resolved in place.
+    return ListConfig(list(default)) if isinstance(default, tuple) else default
 
 
 # Registered on import: every composition goes through this module (Hydra's compose resolves it lazily).

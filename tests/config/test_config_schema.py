@@ -4,6 +4,8 @@ the valid values."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import yaml
 from omegaconf import OmegaConf
@@ -131,3 +133,13 @@ def test_one_beta_default_names_full_depgpo_and_the_sweep_leaves_it_out(paper):
 def test_no_dead_rl_keys(paper, tiny):
     """rl.optimizer was read nowhere (AdamW is the trainers' only optimizer): no config sets it."""
     assert "optimizer" not in paper.rl and "optimizer" not in tiny.rl
+
+
+def test_every_credit_knob_is_a_config_key_with_the_dataclass_default():
+    """So that `credit.KEY=VALUE` reaches every reading of docs/credit-decisions.md from a stage, without `+`."""
+    depgpo = compose(["scale=tiny", "method=depgpo"])
+    assert set(depgpo.credit) == {field.name for field in dataclasses.fields(CreditConfig)}
+    assert CreditConfig.from_mapping(OmegaConf.to_container(depgpo.credit)) == CreditConfig()
+    changed = compose(["scale=tiny", "method=depgpo", "credit.incidental_rules=[date]", "credit.reveal_once=false"])
+    config = CreditConfig.from_mapping(OmegaConf.to_container(changed.credit))
+    assert config.incidental_rules == ("date",) and config.reveal_once is False

@@ -84,7 +84,10 @@ def test_a_computing_first_reveal_keeps_its_credit():
     ("pid", "python3 server.py &", "[1] 48213\nserving on port 5000", {"48213"}, {"5000"}),
     ("pid", "ps aux", "USER  PID %CPU\nroot  4123  0.0\nroot  4188  0.0", {"4123", "4188"}, set()),
     ("memory_address", "python3 -c 'print(obj)'", "<Model object at 0x7f3a2c1b9e50>", {"0x7f3a2c1b9e50"}, set()),
-    ("ls_long", "ls -l", "-rw-r--r-- 1 root root 20480 Jan 17 2024 model_v3.bin", {"20480"}, {"model_v3.bin"}),
+    ("ls_long", "ls -l", "drwxr-xr-x 20 root root 4096 Jan 17 2024 model_v3\n-rw-r--r-- 1 root root 20480 Jan 17"
+     " 2024 data.bin", {"20", "4096"}, {"model_v3", "20480", "data.bin"}),  # a file's size may be the answer
+    ("pid", "ps -ef", "UID PID PPID C STIME TTY TIME CMD\nroot 4242 1 0 10:58 ? 00:00:00 python3 server.py",
+     {"4242"}, {"server.py"}),
     ("version_banner", "python3 --version 2>&1 && gcc --version", "Python 3.11.2\ngcc (Debian 12.2.0-14) 12.2.0",
      {"3.11.2", "12.2.0"}, set()),
 ])
@@ -109,3 +112,65 @@ def test_displays_only(text, displays):
 def test_unknown_rule_names_the_valid_ones():
     with pytest.raises(ValueError, match="unknown incidental_rules.*clock_time"):
         CreditConfig(incidental_rules=("clock",))
+
+
+def _find_slot_episode() -> dict:
+    calendar = "BEGIN:VEVENT\nDTSTART:20240117T110000Z\nSUMMARY:standup\nEND:VEVENT\n"
+    script = ["from slots import free_slots", "print(free_slots('alice_calendar.ics')[0])"]
+    return episode([
+        command(0, "cat alice_calendar.ics", observation=calendar, reads=("/app/alice_calendar.ics",)),
+        command(1, "cat > /tmp/find_slot.py <<'EOF' … EOF", writes=(text_write("/tmp/find_slot.py", script, script),)),
+        command(2, "python3 /tmp/find_slot.py", observation="20240117T110000Z\n", reads=("/tmp/find_slot.py",)),
+        _write(3, "echo 20240117T110000Z > /app/slot.txt", "/app/slot.txt", "20240117T110000Z"),
+    ], ["/app/slot.txt"])
+
+
+def test_the_script_in_tmp_that_computed_the_answer_shares_its_credit():
+    """/tmp is outside the tracked roots, but the script one command wrote there and the next ran is a dependency
+    between two of the agent's commands: tracked (track_handoffs), and its run passes β · q back to it."""
+    trajectory = _find_slot_episode()
+    assert credits(trajectory) == [0.0, 0.25, 0.5, 1.0]
+    assert credits(trajectory, track_handoffs=False) == [0.0, 0.0, 0.5, 1.0]
+    assert credits(trajectory, credit_read_sources=False) == [0.0, 0.0, 0.5, 1.0]
+
+
+def test_static_inference_keeps_a_handoff_outside_the_tracked_roots():
+    from depgpo.credit import compute_credit
+    from depgpo.inference import infer_trajectory
+
+    steps = [{"text": "cat > /tmp/find_slot.py <<'EOF'\nfrom slots import free_slots\nprint(free_slots()[0])\nEOF"},
+             {"text": "python3 /tmp/find_slot.py", "observation": "20240117T110000Z\n"},
+             {"text": "echo 20240117T110000Z > /app/slot.txt"},
+             {"text": "echo scratch > /tmp/unused.txt"}]
+    trajectory = infer_trajectory(steps, verifier_source="cat /app/slot.txt")
+    assert [w["path"] for w in trajectory["commands"][0]["writes"]] == ["/tmp/find_slot.py"]
+    assert trajectory["commands"][1]["reads"] == ["/tmp/find_slot.py"]
+    assert trajectory["commands"][3]["writes"] == []  # written, never read: out of scope as before
+    assert [c.q for c in compute_credit(trajectory).commands] == [0.25, 0.5, 1.0, 0.0]
+
+
+def test_a_line_of_code_that_mentions_pid_is_no_ps_table():
+    """Seen on the corpus: `nl -ba` of a file whose code says PID lost its line numbers to the pid rule."""
+    listing = "   286\t# PID of the worker\n   287\tpid = os.getpid()\n   288\treturn pid\n"
+    assert {"286", "287", "288"} <= revealing_tokens(listing, "nl -ba worker.py | sed -n '280,300p'", CreditConfig())
+
+
+def test_an_identifier_a_traceback_shows_again_keeps_the_display_as_its_source():
+    trajectory = episode([
+        command(0, "cat core.py", observation="def check(self):\n    self._required_columns = []\n",
+                reads=("/app/core.py",)),
+        command(1, "python3 repro.py", observation="AttributeError: _required_columns\n"),
+        _write(2, "sed -i s/x/y/ core.py", "/app/core.py", "self._required_columns = ['time']"),
+    ], ["/app/core.py"])
+    assert credits(trajectory)[:2] == [0.5, 0.0]  # only values (tokens with a digit) are "computed"
+
+
+@pytest.mark.parametrize(("command_text", "output", "kept"), [
+    ("grep ERROR logs/auth.log", "2024-03-10 10:15:25 ERROR login failed for 10.0.0.7", {"2024-03-10", "10.0.0.7"}),
+    ("pytest -v tests/", "tests/test_a.py::test_parse_v2 PASSED [ 50%]", {"tests/test_a.py", "test_parse_v2"}),
+    ("readelf -h ./crackme", "Entry point address: 0x0000000000401000", {"0x0000000000401000"}),
+])
+def test_task_data_that_looks_incidental_is_kept(command_text, output, kept):
+    """From the adversarial review: a log's timestamps shown by grep, pytest's -v (not a version flag), an entry
+    point that readelf prints."""
+    assert kept <= revealing_tokens(output, command_text, CreditConfig())

@@ -106,3 +106,14 @@ def test_openhands_log_with_string_tool_calls_and_editor(tmp_path):
 def test_a_directory_that_is_no_trial_is_refused_with_the_shapes(tmp_path):
     with pytest.raises(ValueError, match="not a trial directory.*sessions/agent.log.*agent/trajectory.json"):
         load_trajectories(tmp_path)
+
+
+def test_prose_between_two_fenced_blocks_is_no_command(tmp_path):
+    reply = "THOUGHT: the old code:\n```python\nx = 1\n```\nand now the action.\n\n```bash\nls /testbed\n```"
+    path = tmp_path / "t.traj.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "task"},
+                                             {"role": "assistant", "content": reply},
+                                             {"role": "user", "content": "<returncode>0</returncode>\n<output>\n"
+                                                                         "a\n</output>"}]}))
+    (trajectory,) = load_trajectories(path)
+    assert [c["text"] for c in trajectory["commands"]] == ["ls /testbed"]

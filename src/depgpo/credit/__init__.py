@@ -77,7 +77,7 @@ def compute_credit(trajectory: dict, config: CreditConfig = CreditConfig(),
         return _fallback_result(trajectory, episode.num_turns, reason, config.variant, started, episode)
     verifier = verifier_records(episode, config)
     writes = write_credit(episode, verifier, config)
-    reads = read_credit(episode, writes.contrib, config)
+    reads = read_credit(episode, writes.contrib, config, writes.dependency_edges)
     has_sources = {reader for _, reader in writes.dependency_edges}
     commands = [
         CommandCredit(

@@ -55,7 +55,7 @@ def split_arguments(items: list[str]) -> tuple[list[Path], list[str]]:
 def run(args: argparse.Namespace) -> int:
     from depgpo.credit import CreditConfig, TrajectoryError, compute_credit
     from depgpo.credit.explain import GRAPH_FORMATS, draw_graph, format_config, format_table, to_json
-    from depgpo.inference import load_trajectories
+    from depgpo.inference import load_trajectories, trajectory_sources
 
     paths, overrides = split_arguments(args.trajectories)
     overrides += [f"beta={args.beta}"] * (args.beta is not None) + [f"variant={args.variant}"] * bool(args.variant)
@@ -67,9 +67,12 @@ def run(args: argparse.Namespace) -> int:
         return _bad_input("no trajectory given")
     if args.graph is not None and args.graph.suffix.lower() not in GRAPH_FORMATS:
         return _bad_input(f"--graph {args.graph}: the file name must end in {' or '.join(GRAPH_FORMATS)}")
+    if hasattr(sys.stdout, "reconfigure"):  # a command's text may hold what the terminal's encoding cannot show
+        sys.stdout.reconfigure(errors="backslashreplace")
     status = 0
     loaded: list[tuple[str, dict]] = []
-    for path in paths:
+    # A directory of logs (a Harbor job, a corpus) is read item by item, so that one bad trial loses only itself.
+    for path in [item for given in paths for item in (trajectory_sources(given) if given.is_dir() else [given])]:
         try:
             trajectories = load_trajectories(path, static=args.static)
         except ValueError as error:  # its message names the file and what is wrong with it

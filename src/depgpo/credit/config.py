@@ -42,6 +42,9 @@ class CreditConfig:
     tracked_roots: tuple[str, ...] | None = None
     untracked_prefixes: tuple[str, ...] = UNTRACKED_PREFIXES
     untracked_dir_names: tuple[str, ...] = CACHE_DIR_NAMES
+    # A file one agent command wrote and a later one read is tracked wherever it lies (a script in /tmp the next
+    # command runs), the exclusions aside (docs/credit-decisions.md#d-handoffs).
+    track_handoffs: bool = True
 
     # Line-level tracking limits (docs/credit.md#line-level); a larger write is scored at record level even if the trace has lines.
     text_max_bytes: int = TEXT_MAX_BYTES
@@ -62,6 +65,9 @@ class CreditConfig:
     # With reveal_once: a token that a later command computed (ran a program whose output showed it) is credited to
     # the latest such command before its use, rather than to an earlier command that merely displayed it (cat, grep).
     prefer_computed: bool = True
+    # A supporting read passes β · q to the commands that wrote what it read, as G_E passes write credit back (the
+    # command that wrote the script a credited read ran); False: reads pass credit only along information edges.
+    credit_read_sources: bool = True
     # q̃_t = (q_t - min q) / Δ ("range", docs/credit.md#normalisation) or q_t / max q ("max", the minimum turn keeps some weight).
     factor_scale: str = "range"
     # Δ = max q - min q at or below this gives unit factors (docs/credit.md#fallbacks, Table 4).
@@ -79,9 +85,17 @@ class CreditConfig:
             raise ValueError(f"factor_floor must be >= 0, got {self.factor_floor}")
         if self.text_max_bytes <= 0 or self.text_max_lines <= 0:
             raise ValueError("text_max_bytes and text_max_lines must be positive")
-        if self.token_regex.groups:  # findall would return the groups instead of the words
+        try:  # compile now, so a bad pattern fails at construction, naming the key
+            groups = self.token_regex.groups
+        except re.error as error:
+            raise ValueError(f"token_pattern {self.token_pattern!r} is not a regular expression: {error}") from error
+        if groups:  # findall would return the groups instead of the words
             raise ValueError(f"token_pattern must have no capturing groups: {self.token_pattern!r}")
-        self.salient_regex  # compile now, so a bad pattern fails at construction
+        try:
+            self.salient_regex
+        except re.error as error:
+            raise ValueError(f"salient_token_patterns {list(self.salient_token_patterns)!r}: {error} (each must be a "
+                             "regular expression; inline flags such as (?i) only at the start of the first)") from error
         unknown = [name for name in self.incidental_rules if name not in INCIDENTAL_RULES]
         if unknown:
             raise ValueError(f"unknown incidental_rules {unknown}; valid: {', '.join(INCIDENTAL_RULES)}")

@@ -10,6 +10,8 @@ Readings this module had to choose, beyond the definition's text:
 - A command's own text counts as earlier than its observation, so `echo 63841` reveals nothing.
 - The escapes `\\n`, `\\t`, `\\r` inside command text (printf, echo -e) separate words, so the `VERSION` of
   `printf 'A\\nVERSION:2.0'` is the same word as the one `cat` later prints.
+- A supporting read also passes β · q to the commands that wrote what it read (config `credit_read_sources`): the
+  command that wrote `/tmp/find_slot.py` shares in the credit of running it.
 - Information edges are followed only into commands with positive credit (an edge into a zero-credit command
   carries nothing), which is also all that `CreditResult.information_edges` lists.
 """
@@ -31,12 +33,20 @@ class ReadCredit:
     information_edges: list[tuple[int, int]]  # (r, c): c used a token first revealed by r's observation
 
 
-def read_credit(episode: EpisodeRecords, contrib: list[float], config: CreditConfig) -> ReadCredit:
+def read_credit(episode: EpisodeRecords, contrib: list[float], config: CreditConfig,
+                dependency_edges: list[tuple[int, int]] = ()) -> ReadCredit:
+    """`dependency_edges`: G's edges (w, r), r read what w wrote; with `credit_read_sources` a credited read
+    command passes β · q(r) to each such w."""
     count = len(episode.commands)
     info, q, edges = [0.0] * count, [0.0] * count, []
     if config.variant == "no_read_credit":
         return ReadCredit(info, list(contrib), edges)
     revealers = _revealers(episode, config)
+    writers_read: dict[int, set[int]] = defaultdict(set)
+    if config.credit_read_sources:
+        for writer, reader in dependency_edges:
+            if not episode.commands[reader].is_write:  # into a write, G_E's indirect credit already flows
+                writers_read[reader].add(writer)
     # Edges point forward in time: in reverse order q(c) is final before c passes β·q(c) back to its sources.
     for c in reversed(range(count)):
         q[c] = max(contrib[c], info[c])
@@ -44,9 +54,11 @@ def read_credit(episode: EpisodeRecords, contrib: list[float], config: CreditCon
             continue
         command = episode.commands[c]
         used = salient_tokens(command.text, config) | salient_tokens(command.written_text, config)
-        for r in sorted({r for token in used for r in _sources(revealers.get(token, ()), c, config)}):
+        for r in sorted({r for token in used for r in _sources(revealers.get(token, ()), c, config, token)}):
             info[r] = max(info[r], config.beta * q[c])
             edges.append((r, c))
+        for w in writers_read[c]:  # the script a supporting read ran, the data it showed
+            info[w] = max(info[w], config.beta * q[c])
     return ReadCredit(info, q, edges)
 
 
@@ -66,14 +78,27 @@ def _revealers(episode: EpisodeRecords, config: CreditConfig) -> dict[str, list[
     return revealers
 
 
-def _sources(revealers: list[tuple[int, bool]] | tuple, user: int, config: CreditConfig) -> list[int]:
-    """The commands before `user` that revealed a token to it (the first, unless a later one computed it)."""
+def _sources(revealers: list[tuple[int, bool]] | tuple, user: int, config: CreditConfig, token: str) -> list[int]:
+    """The commands before `user` that revealed `token` to it: the first, unless a later one computed it where
+    the first merely displayed it. Only a value counts as computed, a token with a digit (a slot, a count, a
+    hash): an identifier a traceback prints again was displayed, not computed, by the program that printed it."""
     earlier = [(index, computed) for index, computed in revealers if index < user]
     if not earlier or not config.reveal_once:
         return [index for index, _ in earlier]
     first, first_computed = earlier[0]
-    if config.prefer_computed and not first_computed:
+    if config.prefer_computed and not first_computed and any(character.isdigit() for character in token):
         computing = [index for index, computed in earlier if computed]
         if computing:
             return [computing[-1]]
     return [first]
+
+
+def candidate_edges(episode: EpisodeRecords, config: CreditConfig) -> set[tuple[int, int]]:
+    """Every (r, c) whose token c uses r revealed, whatever c's credit: what the salience rules act on, counted on
+    real logs by bench/credit_corpus.py (information edges proper enter only commands with positive credit)."""
+    revealers = _revealers(episode, config)
+    found = set()
+    for c, command in enumerate(episode.commands):
+        used = salient_tokens(command.text, config) | salient_tokens(command.written_text, config)
+        found |= {(r, c) for token in used for r in _sources(revealers.get(token, ()), c, config, token)}
+    return found

@@ -19,7 +19,7 @@ from depgpo.trajectory.load import TrajectoryError, check_header
 from depgpo.trajectory.load import field as _get
 from depgpo.trajectory.load import items as _items
 from depgpo.trajectory.schema import MAX_TURNS
-from depgpo.trajectory.scope import GLOB_CHARS, record_root
+from depgpo.trajectory.scope import GLOB_CHARS, handoff_paths, record_root
 
 
 @dataclass(frozen=True)
@@ -131,10 +131,12 @@ class TrackedScope:
     system and cache exclusions apply only beneath the deepest of these that holds the path, so a verifier record
     in /opt/svc makes /opt/svc tracked while /app/__pycache__ stays untracked."""
 
-    def __init__(self, roots: list[str], verifier_dirs: list[str], config: CreditConfig):
+    def __init__(self, roots: list[str], verifier_dirs: list[str], config: CreditConfig,
+                 handoffs: frozenset[str] = frozenset()):
         self.anchors = sorted({_as_prefix(directory) for directory in roots + verifier_dirs}, key=len, reverse=True)
         self.excluded = [_as_prefix(prefix) for prefix in config.untracked_prefixes]
         self.excluded_names = frozenset(config.untracked_dir_names)
+        self.handoffs = handoffs  # files one agent command wrote and a later one read (config `track_handoffs`)
         self._cache: dict[str, bool] = {}
 
     def __contains__(self, path: str) -> bool:
@@ -146,7 +148,8 @@ class TrackedScope:
         probe = _as_prefix(path)
         anchor = next((anchor for anchor in self.anchors if probe.startswith(anchor)), None)
         if anchor is None:
-            return False
+            return path in self.handoffs and not any(probe.startswith(prefix) for prefix in self.excluded) \
+                and self.excluded_names.isdisjoint(path.split("/"))
         if any(probe.startswith(prefix) and len(prefix) > len(anchor) for prefix in self.excluded):
             return False
         return self.excluded_names.isdisjoint(path[len(anchor):].split("/"))
@@ -176,8 +179,9 @@ def parse_episode(trajectory: Any, config: CreditConfig, num_turns: int | None =
     check_header(trajectory)
     verifier = _get(trajectory, "verifier", dict, "")
     verifier_records = VerifierRecords(_items(verifier, "E", str, "verifier"))
-    scope = TrackedScope(_tracked_roots(trajectory, config), verifier_records.directories, config)
     raw_commands = _get(trajectory, "commands", list, "")
+    handoffs = handoff_paths(raw_commands) if config.track_handoffs else frozenset()
+    scope = TrackedScope(_tracked_roots(trajectory, config), verifier_records.directories, config, handoffs)
     commands = [_parse_command(raw, index, scope, config) for index, raw in enumerate(raw_commands)]
     return EpisodeRecords(
         instruction=_get(trajectory, "instruction", str, "", ""),

@@ -22,11 +22,14 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+_MAX_WRITTEN_CALLS = 256_000  # characters
 EDITOR_TOOL_NAMES = {"str_replace_editor", "str_replace_based_edit_tool", "edit_file", "editor"}
 
-_FENCE = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)\n?```", re.DOTALL)
+# A tagged block only, as mini-swe-agent's own action regex: an untagged pattern would pair a closing fence with the
+# next opening one and read the prose between them as a command (seen on the public corpus).
+_FENCE = re.compile(r"```(?:bash|sh|shell)[ \t]*\n(.*?)\n?```", re.DOTALL)
 _OBSERVATION = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>\s*(?:<output>\n?(.*?)</output>)?", re.DOTALL)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\r")  # CSI; OSC ends in BEL or ST
 _PANE_STEP = re.compile(r"^mini-swe-agent \(step \d+(?:, \$[\d.]+)?\):", re.MULTILINE)
 
 
@@ -75,7 +78,7 @@ def tb1_trial_conversation(directory: Path) -> dict:
     try:
         results = json.loads(results_path.read_text(encoding="utf-8"))
         log = log_path.read_text(encoding="utf-8", errors="replace")
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # JSONDecodeError and a >4300-digit int are ValueErrors
         raise ValueError(f"{directory}: not a readable Terminal-Bench trial ({error}); expected results.json "
                          "(JSON) and sessions/agent.log") from error
     if not isinstance(results, dict):
@@ -94,7 +97,8 @@ def tb1_trial_conversation(directory: Path) -> dict:
 def tool_calls_of(message: dict) -> list:
     """A message's tool calls: a list, or a list written as a JSON or Python-literal string (OpenHands logs)."""
     calls = message.get("tool_calls")
-    if isinstance(calls, str):
+    # A written list only, and not a huge one: literal_eval builds what it reads (10 MB took 5 GB).
+    if isinstance(calls, str) and len(calls) <= _MAX_WRITTEN_CALLS and calls.lstrip().startswith("["):
         for parse in (json.loads, ast.literal_eval):
             try:
                 calls = parse(calls)
@@ -107,13 +111,14 @@ def tool_calls_of(message: dict) -> list:
 def editor_step(call: Any) -> tuple[str, str] | None:
     """(command text, shell equivalent) of a file-editor tool call; None for other tools or malformed ones."""
     function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
-    if not isinstance(function, dict) or function.get("name") not in EDITOR_TOOL_NAMES:
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
+            or function["name"] not in EDITOR_TOOL_NAMES:
         return None
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return None
     if not isinstance(arguments, dict) or not isinstance(arguments.get("path"), str):
         return None

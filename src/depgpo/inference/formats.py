@@ -37,8 +37,8 @@ from depgpo.trajectory.schema import unverified
 BASH_TOOL_NAMES = {"bash", "shell", "execute_bash", "run_shell_command", "terminal"}
 
 # Exit codes as harnesses print them: mini-SWE-agent's `<returncode>`, or an "exit code: N" line.
-_EXIT_CODE_PATTERNS = [re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>"),
-                       re.compile(r"(?im)^\W*exit(?:[ _]?code|[ _]status)\W*(-?\d+)\W*$")]
+_EXIT_CODE_PATTERNS = [re.compile(r"<returncode>\s*(-?\d{1,9})\s*</returncode>"),  # (a longer number is no code)
+                       re.compile(r"(?im)^\W*exit(?:[ _]?code|[ _]status)\W*(-?\d{1,9})\W*$")]
 
 _EXPECTED = ("a trajectory.json object (with an integer schema_version), a JSON list of them, or chat messages "
              "(a JSON list of messages, {\"messages\": [...]}, a list of such conversations, or JSONL with one "
@@ -77,9 +77,10 @@ def load_trajectories(path: str | Path, static: bool = False) -> list[dict]:
                     check_header(item)  # before --static re-infers it and drops the version
                 except TrajectoryError as error:
                     raise ValueError(f"{path}{f'[{position}]' if len(items) > 1 else ''}: {error}") from error
-                trajectories.append(_reinfer(item) if static else item)
+                trajectories.append(_named(path, items, position, _reinfer, item) if static else item)
             else:
-                trajectories.append(from_conversation(item, f"{path.stem}#{len(trajectories)}"))
+                trajectories.append(_named(path, items, position, from_conversation, item,
+                                           f"{path.stem}#{len(trajectories)}"))
     return trajectories
 
 
@@ -100,6 +101,14 @@ def trajectory_sources(root: str | Path) -> list[Path]:
     return sorted(found)
 
 
+def _named(path: Path, items: list, position: int, build, *args) -> dict:
+    """build(*args), its ValueError prefixed with the file and the item's position."""
+    try:
+        return build(*args)
+    except ValueError as error:
+        raise ValueError(f"{path}{f'[{position}]' if len(items) > 1 else ''}: {error}") from error
+
+
 def num_turns(trajectory: dict) -> int:
     """Model turns of a trajectory: its `num_turns` when recorded, else one past the last command's turn."""
     recorded = trajectory.get("num_turns")
@@ -118,14 +127,16 @@ def _json_documents(path: Path) -> list[Any]:
         raise ValueError(f"{path}: cannot read the file ({error}); expected {_EXPECTED}") from error
     try:
         return [json.loads(text)]
-    except json.JSONDecodeError as whole_file_error:
+    except RecursionError as error:
+        raise ValueError(f"{path}: nested too deeply to read ({error}); expected {_EXPECTED}") from error
+    except ValueError as whole_file_error:  # JSONDecodeError, or an integer of over 4,300 digits
         documents = []
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 documents.append(json.loads(line))
-            except json.JSONDecodeError as error:
+            except (ValueError, RecursionError) as error:
                 where = f"line {number} is not JSON ({error})" if documents else f"not JSON ({whole_file_error})"
                 raise ValueError(f"{path}: {where}; expected {_EXPECTED}") from error
         if not documents:
@@ -165,8 +176,22 @@ def _split_document(document: Any, path: Path) -> list[Any]:
 
 # ---- our own format, re-inferred ------------------------------------------------------------------------------
 
+def _field(mapping: dict, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+    """mapping[key] when of `kind`, `default` when absent or null; ValueError naming the field otherwise."""
+    value = mapping.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ValueError(f"field '{key}': expected {names}, got {type(value).__name__}")
+    return value
+
+
 def _reinfer(trajectory: dict) -> dict:
     commands = [command for command in trajectory["commands"] if isinstance(command, dict)]
+    for key, kind in (("instruction", str), ("workdir", str), ("verifier", dict), ("tracked_roots", list),
+                      ("task", dict)):
+        _field(trajectory, key, kind)
     static = infer_trajectory(
         commands, instruction=trajectory.get("instruction", ""),
         workdir=trajectory.get("workdir") or DEFAULT_WORKDIR, tracked_roots=trajectory.get("tracked_roots"),
@@ -182,8 +207,9 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
-    return "" if content is None else str(content)
+        return "".join(_text(part.get("text")) if isinstance(part, dict) else part if isinstance(part, str) else ""
+                       for part in content)
+    return ""  # a number, an object: no text
 
 
 _PROMPT_TAG = re.compile(r"</?[a-z_]+>")
@@ -250,15 +276,15 @@ def from_conversation(conversation: dict, default_id: str) -> dict:
         instruction = embedded.group(1) if embedded else instruction
     task_id = next((conversation[key] for key in ("task_id", "instance_id", "id")
                     if isinstance(conversation.get(key), str)), default_id)
-    workdir = conversation.get("workdir") or _working_directory(conversation, instruction, steps)
+    workdir = _field(conversation, "workdir", str) or _working_directory(conversation, instruction, steps)
     # Agent prompts wrap the task in tags (<uploaded_files>, </pr_description>), which would read as paths.
     instruction = _PROMPT_TAG.sub(" ", instruction)
     trajectory = infer_trajectory(
         steps, instruction=instruction, workdir=workdir, verifier=_patch_verifier(conversation, workdir),
-        verifier_source=conversation.get("verifier_source"), num_turns=len(assistants),
+        verifier_source=_field(conversation, "verifier_source", str), num_turns=len(assistants),
         task={"id": task_id, "path": None, "format": conversation.get("format", kind)})
     reward = conversation.get("reward")
-    if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+    if isinstance(reward, (int, float)) and not isinstance(reward, bool) and 0 <= reward <= 1:
         trajectory["verifier"].update(reward=float(reward), reward_source="offline")
     return trajectory
 
@@ -296,13 +322,13 @@ def _bash_command(call: Any) -> str | None:
     if not isinstance(call, dict):
         return None
     function = call.get("function") if isinstance(call.get("function"), dict) else call
-    if function.get("name") not in BASH_TOOL_NAMES:
+    if not isinstance(function.get("name"), str) or function["name"] not in BASH_TOOL_NAMES:
         return None
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return None
     if not isinstance(arguments, dict):
         return None

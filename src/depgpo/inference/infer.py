@@ -60,13 +60,15 @@ def infer_trajectory(steps: Iterable[Mapping[str, Any]], *, instruction: str = "
         else:
             if effects is None:
                 errors.append(f"command {index}: its text does not parse as shell; no records inferred")
-        effects = effects if effects is not None else empty_effects()
-        _keep_tracked(effects, lambda path: scope.is_under(path, roots))
-        touched.update(dict.fromkeys([w["path"] for w in effects["writes"]] + effects["deletions"]))
         commands.append(CommandRecord(
             index=index, turn=step.get("turn", index), text=text, observation=step.get("observation") or "",
             exit_code=step.get("exit_code"), timed_out=bool(step.get("timed_out", False)),
-            duration_s=step.get("duration_s"), **effects))
+            duration_s=step.get("duration_s"), **(effects if effects is not None else empty_effects())))
+    # Out of the tracked scope, a file one command wrote and a later one read stays: the credit may track it.
+    handoffs = scope.handoff_paths(commands)
+    for command in commands:
+        _keep_tracked(command, lambda path: scope.is_under(path, roots) or path in handoffs)
+        touched.update(dict.fromkeys([w["path"] for w in command["writes"]] + command["deletions"]))
 
     final_files = {}
     for path in list(touched) + [r for r in evidence if r.startswith("/") and not scope.GLOB_CHARS.search(r)]:
@@ -87,7 +89,7 @@ def infer_trajectory(steps: Iterable[Mapping[str, Any]], *, instruction: str = "
         num_turns=num_turns if num_turns is not None else max((c["turn"] for c in commands), default=-1) + 1)
 
 
-def _keep_tracked(effects: CommandEffects, tracked: Callable[[str], bool]) -> None:
+def _keep_tracked(effects: CommandEffects | CommandRecord, tracked: Callable[[str], bool]) -> None:
     """Drop the file records outside the tracked scope."""
     effects["reads"] = [p for p in effects["reads"] if tracked(p)]
     effects["stats"] = [p for p in effects["stats"] if tracked(p)]

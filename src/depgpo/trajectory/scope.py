@@ -79,3 +79,22 @@ def tracked_roots(workdir: str, verifier_records: Iterable[str]) -> list[str]:
     workdir = posixpath.normpath(workdir)
     roots = {record_root(record) for record in verifier_records if record.startswith("/")} - {None}
     return [workdir] + sorted(d for d in roots if not is_under(d, (workdir,)))
+
+
+def handoff_paths(commands: list) -> frozenset[str]:
+    """Paths that one command wrote and a later command read (a script in /tmp that the next command runs):
+    a dependency between two of the agent's commands wherever the file lies. Malformed entries are skipped here;
+    _parse_command reports them."""
+    written: set[str] = set()
+    handoffs: set[str] = set()
+    for raw in commands:
+        if not isinstance(raw, dict):
+            continue
+        for key in ("reads", "stats"):
+            items = raw.get(key)
+            if isinstance(items, list):
+                handoffs.update(path for path in items if isinstance(path, str) and path in written)
+        writes = raw.get("writes")
+        if isinstance(writes, list):
+            written.update(w["path"] for w in writes if isinstance(w, dict) and isinstance(w.get("path"), str))
+    return frozenset(handoffs)
