@@ -4,10 +4,11 @@ fractions, ms per trajectory, and the information edges each salience rule remov
     .venv/bin/python bench/credit_corpus.py assemble --mirror DIR [--mirror DIR ...] --out CORPUS
     .venv/bin/python bench/credit_corpus.py run CORPUS [--json OUT.json] [--examples N]
 
-`assemble` copies the trajectories of SOURCES out of git checkouts or bare clones of their repositories (clone
-them with `git clone --depth 1 URL`) into CORPUS, a directory outside the repository: the logs belong to their
-authors, some show benchmark files with their canary, and none may be committed here. `run` reads CORPUS the way
-`depgpo credit --static` reads files: every file or trial directory through `load_trajectories`.
+`assemble` copies the trajectories of SOURCES, at their pinned commits, out of git checkouts or bare clones of
+their repositories (`git clone https://github.com/OWNER/NAME`) into CORPUS, a directory outside the repository
+(under /tmp, say): the logs belong to their authors, some show benchmark files with their canary, and none may be
+committed here. `run` reads CORPUS the way `depgpo credit --static` reads files: every file or trial directory
+through `load_trajectories`.
 """
 
 from __future__ import annotations
@@ -80,7 +81,14 @@ def assemble(mirrors: list[Path], out: Path) -> dict[str, int]:
         if repo is None:
             print(f"{source.name}: no clone of {source.repository} among --mirror; skipped", file=sys.stderr)
             continue
-        paths = [p for p in _git(repo, "ls-tree", "-r", "--name-only", "HEAD").decode().splitlines()
+        revision = source.commit
+        try:
+            _git(repo, "cat-file", "-e", f"{revision}^{{commit}}")
+        except subprocess.CalledProcessError:
+            print(f"{source.name}: {source.repository} lacks commit {revision[:12]} (a shallow clone?); using HEAD, "
+                  "so the counts may differ from docs/benchmarks.md", file=sys.stderr)
+            revision = "HEAD"
+        paths = [p for p in _git(repo, "ls-tree", "-r", "--name-only", revision).decode().splitlines()
                  if re.search(source.pattern, p)]
         logs = {p.removesuffix("sessions/agent.log") for p in paths if p.endswith("sessions/agent.log")}
         # A trial whose agent never started has a verdict but no log: not a trajectory.
@@ -89,7 +97,7 @@ def assemble(mirrors: list[Path], out: Path) -> dict[str, int]:
         for path in paths:
             target = out / source.name / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(_git(repo, "show", f"HEAD:{path}"))
+            target.write_bytes(_git(repo, "show", f"{revision}:{path}"))
         counts[source.name] = len(paths)
     return counts
 

@@ -7,6 +7,7 @@ are involved. A builder that finds none of its inputs raises MissingInput; input
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def connected_fraction_plot(trajectories: pd.DataFrame, kind: str, title: str) -
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("fraction of commands connected to E")
     ax.set_ylabel("cumulative fraction of trajectories")
-    ax.set_title(title, fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(title, 64)), fontsize=9)  # a corpus name can be long
     ax.legend(fontsize=7, loc="upper left")
     return Plot(figure, notes)
 
