@@ -174,3 +174,9 @@ def test_task_data_that_looks_incidental_is_kept(command_text, output, kept):
     """From the adversarial review: a log's timestamps shown by grep, pytest's -v (not a version flag), an entry
     point that readelf prints."""
     assert kept <= revealing_tokens(output, command_text, CreditConfig())
+
+
+def test_an_index_at_the_end_of_a_line_is_no_job_number():
+    """Seen on the corpus: `names = split_list[0]` and the next line's number 779 read as the job `[0] 779`."""
+    listing = "   778\t    names = split_list[0]\n   779\t    else:\n"
+    assert {"778", "779"} <= revealing_tokens(listing, "nl -ba symbol.py | sed -n '770,790p'", CreditConfig())

@@ -61,7 +61,8 @@ _LS_LONG = re.compile(
     r"(?:\S+\s+\d{1,2}\s+(?:\d{1,2}:\d{2}|\d{4})|\d{4}-\d{2}-\d{2}(?:\s+\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?"
     r"(?:\s+[+-]\d{4})?)\s|^total\s+[\d.]+[KMGT]?\s*$")
 # Process ids: job control `[1] 12345`, `pid 123`, `PID: 123`, terminals (pts/0), the PID column of a `ps` table.
-_PID = re.compile(r"\[\d+\]\s+\d+\b|\b(?:pid|PID|process)[ =:#]+\d+\b|\b(?:pts|tty)/?\d+\b")
+# Job control only at the start of a line, within it: `x[0]` and the next line's number are no job.
+_PID = re.compile(r"(?m)^\[\d+\][ \t]+\d+\b|\b(?:pid|PID|process)[ =:#]+\d+\b|\b(?:pts|tty)/?\d+\b")
 # A command made only of version or system queries: `python3 --version`, `openssl version && uname -a 2>&1`.
 _VERSION_QUERY = re.compile(
     r"\s*(?:(?:[\w./+-]+\s+(?:--version|-V|-version|version)|(?:node|npm|gcc|g\+\+|ruby|php|go|perl)\s+-v"
