@@ -108,19 +108,32 @@ def tool_calls_of(message: dict) -> list:
     return calls if isinstance(calls, list) else []
 
 
+def call_arguments(arguments: Any) -> dict | None:
+    """A tool call's arguments: an object, or one written as a JSON string (OpenAI's shape); None otherwise."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None
+    return arguments if isinstance(arguments, dict) else None
+
+
+def shell_command(arguments: dict) -> str | None:
+    """The command of a shell tool's arguments: `command` or `cmd`, a string or an exec-style argv."""
+    command = arguments.get("command", arguments.get("cmd"))
+    if isinstance(command, list) and command and all(isinstance(word, str) for word in command):
+        return shlex.join(command)  # e.g. ["bash", "-lc", "ls"]
+    return command if isinstance(command, str) else None
+
+
 def editor_step(call: Any) -> tuple[str, str] | None:
     """(command text, shell equivalent) of a file-editor tool call; None for other tools or malformed ones."""
     function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
     if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
             or function["name"] not in EDITOR_TOOL_NAMES:
         return None
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except (ValueError, RecursionError):
-            return None
-    if not isinstance(arguments, dict) or not isinstance(arguments.get("path"), str):
+    arguments = call_arguments(function.get("arguments"))
+    if arguments is None or not isinstance(arguments.get("path"), str):
         return None
     action, path = arguments.get("command"), shlex.quote(arguments["path"])
     text = f"{function['name']} {json.dumps(arguments, ensure_ascii=False)}"

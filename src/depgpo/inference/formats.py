@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 from depgpo.inference.agent_logs import (
-    editor_step, fenced_action, fenced_steps, is_tb1_trial, tb1_trial_conversation, tool_calls_of,
+    call_arguments, editor_step, fenced_action, fenced_steps, is_tb1_trial, shell_command, tb1_trial_conversation,
+    tool_calls_of,
 )
 from depgpo.inference.harbor_logs import TERMINUS_TASK as _TERMINUS_TASK
 from depgpo.inference.harbor_logs import atif_steps, harbor_trial, harbor_trial_dirs, is_atif, keystrokes_command
@@ -324,18 +324,8 @@ def _bash_command(call: Any) -> str | None:
     function = call.get("function") if isinstance(call.get("function"), dict) else call
     if not isinstance(function.get("name"), str) or function["name"] not in BASH_TOOL_NAMES:
         return None
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except (ValueError, RecursionError):
-            return None
-    if not isinstance(arguments, dict):
-        return None
-    command = arguments.get("command", arguments.get("cmd"))
-    if isinstance(command, list) and all(isinstance(word, str) for word in command):
-        return shlex.join(command)  # exec-style argv, e.g. ["bash", "-lc", "ls"]
-    return command if isinstance(command, str) else None
+    arguments = call_arguments(function.get("arguments"))
+    return shell_command(arguments) if arguments is not None else None
 
 
 def _tool_output(message: dict) -> tuple[str, int | None]:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import math
 import re
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from depgpo.inference.agent_logs import call_arguments, shell_command
 
 # Shell tools as Harbor's agents name them in ATIF: Terminus-2 and mini-swe-agent `bash_command`, Claude Code
 # `Bash`, Codex `shell`/`exec_command`, OpenHands `execute_bash`/`terminal`, OpenCode `bash`.
@@ -135,20 +136,14 @@ def _shell_command(call: Any, keystrokes_to_command: Callable[[Any], str | None]
     """The command of a shell tool call; None for other tools (mark_task_complete, editors) and odd arguments."""
     if not isinstance(call, dict) or _hashable(call.get("function_name")) not in SHELL_TOOLS:
         return None
-    arguments = call.get("arguments")
-    if isinstance(arguments, str):  # ATIF says an object; some converters keep the provider's JSON string
-        try:
-            arguments = json.loads(arguments)
-        except (ValueError, RecursionError):
-            return None
-    if not isinstance(arguments, dict):
+    # ATIF says an object; some converters keep the provider's JSON string.
+    arguments = call_arguments(call.get("arguments"))
+    if arguments is None:
         return None
     if "keystrokes" in arguments:
         return keystrokes_to_command(arguments["keystrokes"])
-    command = arguments.get("command", arguments.get("cmd"))
-    if isinstance(command, list) and command and all(isinstance(word, str) for word in command):
-        return shlex.join(command)  # exec-style argv, e.g. ["bash", "-lc", "ls"]
-    return command if isinstance(command, str) and command.strip() else None
+    command = shell_command(arguments)
+    return command if command is not None and command.strip() else None
 
 
 def _exit_code(result: dict, content: str, exit_code_of: Callable[[str], int | None] | None) -> int | None:
