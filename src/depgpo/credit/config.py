@@ -140,9 +140,6 @@ class CreditConfig:
             mapping[override.key_or_group.removeprefix("credit.")] = override.value()
         return cls.from_mapping(mapping)
 
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 def _checked_type(key: str, value, default):
     """`value` for the field `key` whose default is `default`; an int where a float goes becomes a float."""

@@ -53,8 +53,7 @@ def read_credit(episode: EpisodeRecords, contrib: list[float], config: CreditCon
         if q[c] <= 0:
             continue
         command = episode.commands[c]
-        used = salient_tokens(command.text, config) | salient_tokens(command.written_text, config)
-        for r in sorted({r for token in used for r in _sources(revealers.get(token, ()), c, config, token)}):
+        for r in sorted(_token_sources(command, c, revealers, config)):
             info[r] = max(info[r], config.beta * q[c])
             edges.append((r, c))
         for w in writers_read[c]:  # the script a supporting read ran, the data it showed
@@ -78,6 +77,13 @@ def _revealers(episode: EpisodeRecords, config: CreditConfig) -> dict[str, list[
     return revealers
 
 
+def _token_sources(command, index: int, revealers: dict[str, list[tuple[int, bool]]],
+                   config: CreditConfig) -> set[int]:
+    """The commands whose outputs revealed a token that `command` (at `index`) uses in its text or written lines."""
+    used = salient_tokens(command.text, config) | salient_tokens(command.written_text, config)
+    return {r for token in used for r in _sources(revealers.get(token, ()), index, config, token)}
+
+
 def _sources(revealers: list[tuple[int, bool]] | tuple, user: int, config: CreditConfig, token: str) -> list[int]:
     """The commands before `user` that revealed `token` to it: the first, unless a later one computed it where
     the first merely displayed it. Only a value counts as computed, a token with a digit (a slot, a count, a
@@ -99,6 +105,5 @@ def candidate_edges(episode: EpisodeRecords, config: CreditConfig) -> set[tuple[
     revealers = _revealers(episode, config)
     found = set()
     for c, command in enumerate(episode.commands):
-        used = salient_tokens(command.text, config) | salient_tokens(command.written_text, config)
-        found |= {(r, c) for token in used for r in _sources(revealers.get(token, ()), c, config, token)}
+        found |= {(r, c) for r in _token_sources(command, c, revealers, config)}
     return found

@@ -117,12 +117,6 @@ INCIDENTAL_RULES: dict[str, Callable[[str, str], str]] = {  # applied in this or
 }
 
 
-def check_rules(names: tuple[str, ...]) -> None:
-    unknown = [name for name in names if name not in INCIDENTAL_RULES]
-    if unknown:
-        raise ValueError(f"unknown incidental_rules {unknown}; valid: {', '.join(INCIDENTAL_RULES)}")
-
-
 def salient_tokens(text: str, config: CreditConfig) -> set[str]:
     is_salient = config.salient_regex.fullmatch
     return {word for word in set(config.token_regex.findall(_ESCAPES.sub(" ", text))) if is_salient(word)}
