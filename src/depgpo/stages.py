@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -98,15 +99,30 @@ def _tasks(path: Path):
         raise SystemExit(f"error: {e}")
 
 
+@contextmanager
 def _policy(checkpoint: Path, cfg, temperature: float | None = None):
+    """The sampling policy of filtering and evaluation, by rollout.backend: the checkpoint in this process (local),
+    or vLLM servers started for the stage and stopped after it (vllm)."""
+    check_checkpoint(checkpoint)
+    if cfg.rollout.backend == "vllm":
+        from depgpo.train.vllm_rollouts import ServingError, preflight, vllm_servers
+
+        try:
+            preflight(checkpoint, cfg.rollout.vllm.tensor_parallel_size)  # vLLM, devices, head size: before any work
+        except ServingError as e:
+            raise SystemExit(f"error: {e}")
+        with vllm_servers(cfg, checkpoint) as servers:
+            yield servers.policy(temperature)
+        return
+    if cfg.rollout.backend != "local":
+        raise SystemExit(f"error: config: rollout.backend={cfg.rollout.backend!r}; valid: local, vllm")
     from depgpo.policy.device import resolve_device
     from depgpo.policy.model import load_policy
     from depgpo.policy.generate import make_policy
 
-    check_checkpoint(checkpoint)
     model, tokenizer = load_policy(checkpoint)
     model.to(resolve_device(cfg.device)).eval()
-    return make_policy(model, tokenizer, cfg, temperature)
+    yield make_policy(model, tokenizer, cfg, temperature)
 
 
 # --------------------------------------------------------------------------- sft-data
@@ -188,8 +204,9 @@ def run_filter(args: argparse.Namespace) -> int:
     from depgpo.agent.config import agent_config
 
     tasks = _tasks(args.tasks)
-    summary = select(_policy(args.policy, cfg), tasks, agent_config(cfg), cfg.filter.attempts,
-                     cfg.filter.val_fraction, cfg.seed, args.out)
+    with _policy(args.policy, cfg) as policy:
+        summary = select(policy, tasks, agent_config(cfg), cfg.filter.attempts, cfg.filter.val_fraction, cfg.seed,
+                         args.out)
     print(json.dumps({k: v for k, v in summary.items() if k != "success_counts"}))
     if summary["rl_train"] == 0:
         print("error: no task was solved in some but not all attempts: nothing to train on. Train the SFT "
@@ -238,9 +255,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from depgpo.agent.config import agent_config
 
     task_sets = {task_set: _tasks(task_set) for task_set in args.tasks}  # all checked before the first is run
-    policy = _policy(args.policy, cfg, cfg.eval.temperature)  # loaded once for all test sets
-    for task_set, tasks in task_sets.items():
-        result = evaluate(policy, tasks, agent_config(cfg), cfg.eval.rounds, cfg.seed, args.run, task_set.stem)
-        write_evaluation(result, args.out / f"{task_set.stem}.json")
-        print(f"{args.run} on {task_set.stem}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")
+    with _policy(args.policy, cfg, cfg.eval.temperature) as policy:  # loaded (or served) once for all test sets
+        for task_set, tasks in task_sets.items():
+            result = evaluate(policy, tasks, agent_config(cfg), cfg.eval.rounds, cfg.seed, args.run, task_set.stem)
+            write_evaluation(result, args.out / f"{task_set.stem}.json")
+            print(f"{args.run} on {task_set.stem}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")
     return 0

@@ -63,6 +63,7 @@ def verl_overrides(cfg: DictConfig, policy: str | None = None, n_gpus: int = 1, 
         f"{r}.name": "vllm",
         f"{r}.mode": "async",
         f"{r}.n": rl.k,
+        f"{r}.tensor_model_parallel_size": cfg.rollout.vllm.tensor_parallel_size,  # the model config's (verl: 2)
         f"{r}.temperature": agent.temperature,
         f"{r}.top_p": agent.top_p,
         f"{r}.prompt_length": agent.max_context_tokens // 4,
