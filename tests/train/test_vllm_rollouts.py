@@ -194,3 +194,16 @@ def test_a_head_size_vllms_kernels_lack_is_named_before_serving(tmp_path):
     Qwen3Config(vocab_size=64, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                 num_hidden_layers=1).save_pretrained(tmp_path)
     assert check_head_size(tmp_path, cpu=is_cpu_build()) == 64
+
+
+def test_the_stage_names_what_vllm_cannot_serve_before_any_work(sft_policy, tmp_path):
+    import subprocess
+    import sys
+
+    _, checkpoint, train = sft_policy
+    proc = subprocess.run([sys.executable, "-m", "depgpo", "evaluate", "--policy", str(checkpoint), "--tasks",
+                           str(train), "--run", "sft", "--out", str(tmp_path / "eval"), "scale=ci",
+                           "rollout.backend=vllm", "model=qwen3.6-27b"],  # its tensor parallel size, 2
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "rollout.vllm.tensor_parallel_size=2" in proc.stderr, proc.stderr  # bad input
+    assert not (tmp_path / "eval").exists()
