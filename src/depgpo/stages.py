@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 
@@ -105,13 +105,13 @@ def _policy(checkpoint: Path, cfg, temperature: float | None = None):
     or vLLM servers started for the stage and stopped after it (vllm)."""
     check_checkpoint(checkpoint)
     if cfg.rollout.backend == "vllm":
-        from depgpo.train.vllm_rollouts import ServingError, preflight, vllm_servers
+        from depgpo.train.vllm_rollouts import ServingError, vllm_servers
 
-        try:
-            preflight(checkpoint, cfg.rollout.vllm.tensor_parallel_size)  # vLLM, devices, head size: before any work
-        except ServingError as e:
-            raise SystemExit(f"error: {e}")
-        with vllm_servers(cfg, checkpoint) as servers:
+        with ExitStack() as stack:
+            try:  # vLLM missing, no device, a head size or tensor parallel size it cannot serve: before any work
+                servers = stack.enter_context(vllm_servers(cfg, checkpoint))
+            except ServingError as e:
+                raise SystemExit(f"error: {e}")
             yield servers.policy(temperature)
         return
     if cfg.rollout.backend != "local":

@@ -62,7 +62,7 @@ def check_head_size(checkpoint: Path, cpu: bool) -> int:
     if not backend.supports_head_size(head_size):
         sizes = backend.get_supported_head_sizes() or "multiples of 8 up to 256"
         raise ServingError(f"{checkpoint}/config.json: head_dim={head_size} is not a size vLLM's {backend.__name__} "
-                         f"takes ({sizes}); for the tiny model set model.head_dim=64 (config/model/tiny.yaml)")
+                           f"takes ({sizes}); for the tiny model set model.head_dim=64 (config/model/tiny.yaml)")
     return head_size
 
 
@@ -130,14 +130,15 @@ def preflight(checkpoint: Path, tensor_parallel_size: int = 1) -> tuple[bool, in
 def vllm_servers(cfg: DictConfig, checkpoint: Path, extra_overrides: list[str] = ()) -> Iterator[Servers]:
     """Start vLLM servers for `checkpoint` through verl's server manager (in a Ray runtime of their own, started
     here) and stop them after. On a machine without GPUs, vLLM's CPU build serves: verl's resource pools count
-    GPUs, so Ray is told of one, which only the server's placement uses."""
+    GPUs, so Ray is told of one, which only the server's placement uses. A ServingError (`preflight`) comes before
+    any of that."""
+    cpu, n_gpus = preflight(checkpoint, cfg.rollout.vllm.tensor_parallel_size)
     import ray
     from verl.workers.rollout.llm_server import LLMServerManager
 
     from depgpo.policy.model import load_tokenizer
     from depgpo.train.verl_config import compose_verl_config
 
-    cpu, n_gpus = preflight(checkpoint, cfg.rollout.vllm.tensor_parallel_size)
     verl_cfg = compose_verl_config(cfg, policy=str(Path(checkpoint).resolve()),
                                    extra_overrides=[*server_overrides(cfg, n_gpus, cpu), *extra_overrides])
     if ray.is_initialized():  # its GPUs, environment and named actors are not ours to set or to clean up
