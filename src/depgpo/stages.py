@@ -136,7 +136,7 @@ def add_sft_data(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", type=int, default=3, help="conversations per task (distractor placements)")
     parser.add_argument("--max-distractors", type=int, default=2)
     parser.add_argument("--incomplete", type=int, default=0,
-                        help="extra conversations per task that stop one oracle command short (kept unverified)")
+                        help="extra conversations per task that stop before the oracle's last change (kept unverified)")
     parser.add_argument("--reference-sample", type=int, default=500,
                         help="with --import: conversations whose static credit makes the Figure 1(d) reference")
     _overrides(parser)

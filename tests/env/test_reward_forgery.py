@@ -82,7 +82,7 @@ def generated_task_dir(tmp_path_factory) -> Path:
     text, n = re.subn(r"(\[verifier\]\s*\ntimeout_sec\s*=\s*)[\d.]+", rf"\g<1>{VERIFIER_TIMEOUT_S}", toml.read_text())
     assert n == 1, toml.read_text()
     toml.write_text(text)
-    assert "answer.txt" in (task_dir / "tests" / "test_outputs.py").read_text()
+    assert "answer.txt" in (task_dir / "tests" / "test.sh").read_text()  # the shell checks
     return task_dir
 
 

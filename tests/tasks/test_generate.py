@@ -52,7 +52,7 @@ def test_every_family_loads_as_a_harbor_task(tmp_path):
         assert task.id == path.name and task.metadata["family"] == family
         assert task.workdir == "/app" and task.setup_commands == [] and task.unreplayable == []
         assert offline_test_command(task) == task.test_command  # the verifier needs no network
-        assert {sandbox for _, sandbox in task.verifier_files} == {"/tests/test.sh", "/tests/test_outputs.py"}
+        assert {sandbox for _, sandbox in task.verifier_files} == {"/tests/test.sh"}  # shell checks alone
         assert task.solution_script.read_text().endswith("\n".join(oracle_commands(path)) + "\n")
         assert oracle_commands(path) and distractor_commands(path)
 
@@ -79,7 +79,7 @@ def test_test_sets_share_ids_but_not_parameters(tmp_path):
 def test_supporting_read_value_is_only_in_the_file():
     for index in range(20):
         spec = build_task("supporting_read", "pool", index, SEED)
-        value = spec.oracle[1].split()[1]
+        value = spec.oracle[2].split()[1]
         assert value not in spec.instruction
         assert any(f": {value}\n" in content for content in spec.files.values())
 
@@ -107,6 +107,18 @@ def test_cli(tmp_path, capsys):
     assert "unknown task families nope" in capsys.readouterr().err
 
 
+def test_sft_split_and_pytest_verifier(tmp_path):
+    written = generate_all(tmp_path, seed=SEED, pool=2, test=1, sft=3, verifier="pytest")
+    assert [len(written[s]) for s in ("sft", "pool", "test_tb20", "test_tb21")] == [3, 2, 1, 1]
+    assert (written["sft"][0] / "tests" / "test_outputs.py").is_file()
+    assert "sft" not in generate_all(tmp_path / "none", seed=SEED, pool=1, test=1)  # absent unless asked
+    sft_numbers = {n for p in written["sft"] for n in re.findall(r"\b\d{4,5}\b", " ".join(oracle_commands(p)))}
+    assert sft_numbers and all(int(n) % 5 in (0, 1, 2) for n in sft_numbers)  # training values, never a test's
+    with pytest.raises(ValueError, match="unknown verifier"):
+        write_task(build_task("config_edit", "pool", 0, SEED), tmp_path / "x", {}, verifier="perl")
+    assert not (tmp_path / "x").exists()
+
+
 def test_malformed_oracle_is_reported(tmp_path):
     (task,) = generate_task_set(tmp_path, "pool", 1, SEED)
     (task / "solution" / "oracle.json").write_text('{"turns": 1}')
@@ -124,10 +136,11 @@ def run_episode(task_dir: Path, commands: list[str]) -> tuple[list[dict], dict]:
 
 
 @pytest.mark.sandbox
+@pytest.mark.parametrize("verifier", ["shell", "pytest"])
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_oracle_passes_with_distractors_and_wrong_answer_fails(tmp_path, family):
+def test_oracle_passes_with_distractors_and_wrong_answer_fails(tmp_path, family, verifier):
     spec = build_task(family, "pool", 0, SEED)
-    task_dir = write_task(spec, tmp_path / family, {"split": "pool", "seed": SEED})
+    task_dir = write_task(spec, tmp_path / family, {"split": "pool", "seed": SEED}, verifier)
     # Distractors before and between the oracle's turns, and after the last one.
     commands = [c for pair in zip_longest(spec.distractors, spec.oracle) for c in pair if c is not None]
     records, verifier = run_episode(task_dir, commands)
@@ -135,15 +148,17 @@ def test_oracle_passes_with_distractors_and_wrong_answer_fails(tmp_path, family)
     assert verifier["reward"] == 1.0, verifier["output"]
     assert all(r["exit_code"] == 0 for r in records), [(r["text"], r["observation"]) for r in records]
     for r in records:
-        if r["text"] in spec.distractors:
-            assert r["writes"] == [] and r["deletions"] == [] and r["processes_started"] == []
+        if r["text"] in spec.distractors:  # nothing the task is about; the one write lands under /tmp
+            assert all(w["path"].startswith("/tmp/") for w in r["writes"]), r["writes"]
+            assert r["deletions"] == [] and r["processes_started"] == []
     assert spec.record in verifier["E"]
+    assert not any(record.startswith("/tmp/") for record in verifier["E"])  # the distractors' write is outside E
     how = {d["record"]: d["how"] for d in verifier["E_detail"]}
     if family == "required_deletion":
         assert how[spec.record] == "missing"
     if family == "server_port":
         assert how[spec.record] == "connect"
-        (serve,) = [r for r in records if r["text"] == spec.oracle[-1]]
+        (serve,) = [r for r in records if r["text"] == spec.oracle[-1]]  # the last command serves
         assert serve["ports_bound"] == [spec.record]
     if family == "script_then_run":  # the script reaches E only through the run that read it
         assert not any(r.endswith(".sh") for r in verifier["E"])

@@ -28,7 +28,7 @@ def test_sft_data_are_passing_oracle_conversations(sft_policy):
 
 
 def test_incomplete_conversations_stop_one_oracle_command_short(sft_policy, tmp_path):
-    """--incomplete adds, per task, a conversation that leaves out the oracle's last command and ends with "done":
+    """--incomplete adds, per task, a conversation that leaves out the oracle's last two commands and ends with "done":
     the verifier fails it, it is kept (an unverified teacher's mistake), and it stays out of Figure 1(d)'s reference."""
     from depgpo.tasks.generate import oracle_commands
 
@@ -44,7 +44,7 @@ def test_incomplete_conversations_stop_one_oracle_command_short(sft_policy, tmp_
         runs = {c["reward"]: c for c in conversations if c["task"] == task_dir.name}
         commands = {r: [json.loads(m["tool_calls"][0]["function"]["arguments"])["command"]
                         for m in c["messages"] if m.get("tool_calls")] for r, c in runs.items()}
-        assert commands == {1.0: oracle, 0.0: oracle[:-1]}
+        assert commands == {1.0: oracle, 0.0: oracle[:-2]}
         assert runs[0.0]["messages"][-1] == {"role": "assistant", "content": "done"}
     assert len(json.loads((out / "r.json").read_text())["trajectories"]) == 2  # the complete runs only
     # Asking for incomplete runs leaves the complete conversations as they were (they have their own draws).

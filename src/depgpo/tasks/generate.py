@@ -2,21 +2,26 @@
 
 Every task is a Harbor directory (instruction.md, task.toml, environment/, tests/, solution/solve.sh) plus
 `solution/oracle.json` (the oracle as a list of turns, one shell command each) and `solution/distractors.json`
-(harmless commands that SFT data generation may interleave with the oracle's turns).
+(commands outside the task that SFT data generation may interleave with the oracle's turns: reads of an unrelated
+file, and one write outside anything the verifier inspects). The verifier is a shell `tests/test.sh` by default
+(depgpo.tasks.checks; `verifier="pytest"` writes Harbor's pytest layout instead).
 
-    family              what the oracle does                               the record the verifier inspects
-    supporting_read     cat a file, echo the value it shows to answer.txt  /app/answer.txt (value read, not given)
-    script_then_run     write a script with a heredoc, then run it         the file the script writes (indirect)
-    config_edit         sed -i one line of a config file                   the config file, line by line
-    delete_recreate     rm a stale file, then write it again               the recreated file
-    server_port         write a page, serve it: python3 -m http.server     tcp:PORT (and the page)
-    required_deletion   rm a file that must be gone                        the deleted path (absent)
+    family              what the oracle does (after looking: ls, cat)          the record the verifier inspects
+    supporting_read     cat a file, echo the value it shows to answer.txt      /app/answer.txt (value read, not given)
+    script_then_run     write a script with a heredoc, then run it             the file the script writes (indirect)
+    config_edit         sed -i one line of a config file                       the config file, line by line
+    copy_value          read a value in one file, sed it into a config line    the config file (two reads feed it)
+    append_chain        write a line, read a value, append it                  the file (a chain of two writes)
+    delete_recreate     rm a stale file, then write it again                   the recreated file
+    server_port         write a page, serve it: python3 -m http.server         tcp:PORT (and the page)
+    required_deletion   rm a file that must be gone                            the deleted path (absent)
 
-Splits: `pool` (candidates for filtering and training; both wordings), `test_tb20` (the first wording) and
-`test_tb21` (test_tb20's task ids and families with other parameters and the second wording, as TB2.1 revises
-TB2.0).
-Answer values and ports come from ranges that differ per split, so no test answer occurs in the pool.
-The same seed writes the same bytes.
+Splits: `sft` (tasks whose oracle runs become SFT conversations; both wordings), `pool` (candidates for filtering
+and RL; both wordings), `test_tb20` (the first wording) and `test_tb21` (test_tb20's task ids and families with
+other parameters and the second wording, as TB2.1 revises TB2.0). File names, keys and words come from shared
+vocabularies and vary per task, so a policy has to read them from the instruction and the observations.
+Answer values and ports are disjoint between training and each test split (interleaved: their remainder mod 5),
+so no test answer occurs in training. The same seed writes the same bytes.
 """
 
 from __future__ import annotations
@@ -24,28 +29,38 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from depgpo.tasks.task import ISOLATED_PYTEST, TaskFormatError
+from depgpo.tasks.checks import Absent, Check, FileLines, Served, verifier_files
+from depgpo.tasks.task import TaskFormatError
 
 
 @dataclass(frozen=True)
 class SplitParams:
-    values: range               # answer numbers; disjoint between splits
-    ports: range                # server ports; disjoint between splits, within 18500-18999
+    values: tuple[int, ...]     # answer numbers; disjoint between training and each test split
+    ports: tuple[int, ...]      # server ports; likewise, within 18500-18999
     wordings: tuple[int, ...]   # which of a family's two instruction wordings the split uses
 
 
-SPLITS = {
-    "pool": SplitParams(values=range(1000, 6000), ports=range(18500, 18800), wordings=(0, 1)),
-    "test_tb20": SplitParams(values=range(6000, 8000), ports=range(18800, 18900), wordings=(0,)),
-    "test_tb21": SplitParams(values=range(8000, 10000), ports=range(18900, 19000), wordings=(1,)),
+def _residues(low: int, high: int, residues: tuple[int, ...]) -> tuple[int, ...]:
+    """The numbers in [low, high) whose remainder mod 5 is in `residues`. Splits interleave instead of taking
+    ranges of their own, so every split's numbers look alike (a test value is not the only one starting with 8)
+    and a policy that copies values does not meet digits it never wrote."""
+    return tuple(n for n in range(low, high) if n % 5 in residues)
+
+
+TRAINING, TB20, TB21 = (0, 1, 2), (3,), (4,)
+SPLITS = {  # sft and pool are both training data: they share numbers, and their tasks differ by their seeds
+    "sft": SplitParams(_residues(1000, 10000, TRAINING), _residues(18500, 19000, TRAINING), wordings=(0, 1)),
+    "pool": SplitParams(_residues(1000, 10000, TRAINING), _residues(18500, 19000, TRAINING), wordings=(0, 1)),
+    "test_tb20": SplitParams(_residues(1000, 10000, TB20), _residues(18500, 19000, TB20), wordings=(0,)),
+    "test_tb21": SplitParams(_residues(1000, 10000, TB21), _residues(18500, 19000, TB21), wordings=(1,)),
 }
 
-# Vocabulary. No family uses an UNRELATED_FILES name, so the distractors never touch a file the task is about.
+# Vocabulary. No family uses an UNRELATED_FILES or SCRATCH_FILES name, so the distractors never touch a file the
+# task is about.
 WORDS = ("amber", "birch", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "juniper", "kelp", "lotus",
          "maple", "nectar", "onyx", "pine", "quartz", "raven", "sage", "tundra", "umber", "violet", "willow", "zephyr")
 DATA_FILES = ("data.txt", "ledger.txt", "stats.txt", "reading.txt", "inventory.txt", "metrics.txt")
@@ -59,25 +74,14 @@ PAGES = ("status.txt", "health.txt", "version.txt", "ping.txt", "motd.txt")
 JUNK_SUFFIXES = (".tmp", ".lock", ".bak", ".old")
 KEEP_FILES = ("keep.txt", "main.txt", "config.txt", "index.txt")
 UNRELATED_FILES = ("README.txt", "notes.md", "todo.txt", "CHANGELOG.md")
-
-# Harbor's standard test.sh without its downloads: pytest from the sandbox, reward.txt 1 if all tests pass; run so
-# that nothing in /app or / can change the runner (task.ISOLATED_PYTEST).
-TEST_SH = textwrap.dedent(f"""\
-    #!/bin/bash
-    # Offline variant of Harbor's standard test.sh: pytest from the sandbox, reward.txt 1 if all tests pass.
-    mkdir -p /logs/verifier
-    cd /app
-    {ISOLATED_PYTEST} -rA /tests/test_outputs.py
-    if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
-    """)
-
+SCRATCH_FILES = ("scratch.txt", "progress.log", "seen.txt", "work.txt")  # under /tmp: written, never inspected
 
 @dataclass(frozen=True)
 class TaskSpec:
     family: str
     instruction: str
     files: dict[str, str]       # path under /app -> content, copied in by the Dockerfile
-    test_py: str                # tests/test_outputs.py
+    checks: list[Check]         # what the verifier checks (depgpo.tasks.checks)
     oracle: list[str]           # one shell command per turn
     wrong: list[str]            # a plausible mistake; tests show that the verifier rejects it
     record: str                 # the record this family is about: the verifier must inspect it
@@ -85,7 +89,7 @@ class TaskSpec:
 
 
 class Draw:
-    """The random choices of one task; numbers and ports come from its split's ranges."""
+    """The random choices of one task; numbers and ports come from its split's sets."""
 
     def __init__(self, rng: random.Random, split: SplitParams):
         self.rng, self.split = rng, split
@@ -114,7 +118,9 @@ class Draw:
 
 
 # --- families --------------------------------------------------------------------------------------------------
-# Each returns the family's part of a task; `build_task` adds the unrelated file and the distractors.
+# Each returns the family's part of a task; `build_task` adds the unrelated file and the distractors. Oracles look
+# before they act and check after (`ls`, `cat`), as agents do: exploratory reads that credit should not pay, beside
+# reads whose output the answer needs (supporting_read, copy_value, append_chain, config_edit's old line).
 # Every value that reaches a command is a plain token (letters, digits, - _ = .), so no quoting is needed.
 
 
@@ -132,8 +138,8 @@ def supporting_read(draw: Draw) -> TaskSpec:
         family="supporting_read",
         instruction=instruction,
         files={data_file: "".join(f"{k}: {v}\n" for k, v in zip(keys, values))},
-        test_py=_file_content_test("/app/answer.txt", [str(value)]),
-        oracle=[f"cat /app/{data_file}", f"echo {value} > /app/answer.txt"],
+        checks=[FileLines("/app/answer.txt", (str(value),))],
+        oracle=["ls /app", f"cat /app/{data_file}", f"echo {value} > /app/answer.txt", "cat /app/answer.txt"],
         wrong=[f"cat /app/{data_file}", f"echo {values[(target + 1) % 3]} > /app/answer.txt"],  # the next line's
         record="/app/answer.txt",
     )
@@ -152,47 +158,90 @@ def script_then_run(draw: Draw) -> TaskSpec:
         instruction=instruction,
         files={},
         # Only the output is checked: the script earns its credit through the run that reads it (indirect write).
-        test_py=_file_content_test(f"/app/{output}", [line]),
-        oracle=[write_script, f"sh /app/{script}"],
+        checks=[FileLines(f"/app/{output}", (line,))],
+        oracle=["ls /app", write_script, f"sh /app/{script}", f"cat /app/{output}"],
         wrong=[write_script],  # never runs it
         record=f"/app/{output}",
     )
 
 
-def config_edit(draw: Draw) -> TaskSpec:
+def _config(draw: Draw) -> tuple[str, dict[str, int], str]:
+    """A config file's name, its `key = value` settings (small numbers), and the key a task changes."""
     config = draw.pick(CONFIG_FILES)
     keys = draw.sample(CONFIG_KEYS, 4)
-    settings = {k: draw.small_number() for k in keys}
-    key = draw.pick(tuple(keys))
+    return config, {k: draw.small_number() for k in keys}, draw.pick(tuple(keys))
+
+
+def _set(settings: dict[str, int], key: str, value: int) -> tuple[str, ...]:
+    return tuple(f"{k} = {value if k == key else v}" for k, v in settings.items())
+
+
+def config_edit(draw: Draw) -> TaskSpec:
+    config, settings, key = _config(draw)
     old, new = settings[key], draw.value()
-    before = [f"{k} = {v}" for k, v in settings.items()]
-    after = [f"{key} = {new}" if line == f"{key} = {old}" else line for line in before]
     instruction = draw.wording((
         "In /app/{config}, change {key} from {old} to {new}. Leave every other line as it is.",
         "Set {key} = {new} in /app/{config} (it is {old} now). Do not touch the other lines.",
     )).format(config=config, key=key, old=old, new=new)
-    test_py = textwrap.dedent(f"""\
-        from pathlib import Path
-
-        CONFIG = Path("/app/{config}")
-        EXPECTED = {after!r}
-
-
-        def test_setting_changed():
-            assert "{key} = {new}" in CONFIG.read_text().splitlines()
-
-
-        def test_other_lines_unchanged():
-            assert CONFIG.read_text().splitlines() == EXPECTED
-        """)
     return TaskSpec(
         family="config_edit",
         instruction=instruction,
-        files={config: "".join(line + "\n" for line in before)},
-        test_py=test_py,
-        oracle=[f"sed -i 's/^{key} = {old}$/{key} = {new}/' /app/{config}"],
+        files={config: "".join(line + "\n" for line in _set(settings, key, old))},
+        checks=[FileLines(f"/app/{config}", _set(settings, key, new))],
+        oracle=["ls /app", f"cat /app/{config}", f"sed -i 's/^{key} = {old}$/{key} = {new}/' /app/{config}",
+                f"cat /app/{config}"],
         wrong=[f"echo '{key} = {new}' > /app/{config}"],  # rewrites the whole file
         record=f"/app/{config}",
+    )
+
+
+def copy_value(draw: Draw) -> TaskSpec:
+    """A value read from one file written into another's line: both reads feed the edit (the old line's value
+    is shown only by the config file)."""
+    source = draw.pick(DATA_FILES)
+    source_keys, values = draw.sample(VALUE_KEYS, 3), draw.values(3)
+    target = draw.rng.randrange(3)
+    source_key, value = source_keys[target], values[target]
+    config, settings, key = _config(draw)
+    old = settings[key]
+    instruction = draw.wording((
+        "Set {key} in /app/{config} to the {source_key} value listed in /app/{source}.",
+        "/app/{source} lists several values. Copy its {source_key} value into /app/{config} as the new {key}.",
+    )).format(key=key, config=config, source_key=source_key, source=source)
+    return TaskSpec(
+        family="copy_value",
+        instruction=instruction,
+        files={source: "".join(f"{k}: {v}\n" for k, v in zip(source_keys, values)),
+               config: "".join(line + "\n" for line in _set(settings, key, old))},
+        checks=[FileLines(f"/app/{config}", _set(settings, key, value))],
+        oracle=[f"cat /app/{source}", f"cat /app/{config}",
+                f"sed -i 's/^{key} = {old}$/{key} = {value}/' /app/{config}", f"cat /app/{config}"],
+        wrong=[f"cat /app/{source}", f"cat /app/{config}",
+               f"sed -i 's/^{key} = {old}$/{key} = {values[(target + 1) % 3]}/' /app/{config}"],
+        record=f"/app/{config}",
+    )
+
+
+def append_chain(draw: Draw) -> TaskSpec:
+    """Two writes to one file, the second an append of a value read from another file: a write chain."""
+    output, data_file = draw.pick(OUTPUT_FILES), draw.pick(DATA_FILES)
+    keys, values = draw.sample(VALUE_KEYS, 3), draw.values(3)
+    target = draw.rng.randrange(3)
+    key, value = keys[target], values[target]
+    header = f"{draw.pick(WORDS)}-{draw.value()}"
+    instruction = draw.wording((
+        "Write the line {header} to /app/{output}, then append the {key} value from /app/{data} as a second line.",
+        "/app/{output} must have two lines: first {header}, then the {key} value that /app/{data} lists.",
+    )).format(header=header, output=output, key=key, data=data_file)
+    return TaskSpec(
+        family="append_chain",
+        instruction=instruction,
+        files={data_file: "".join(f"{k}: {v}\n" for k, v in zip(keys, values))},
+        checks=[FileLines(f"/app/{output}", (header, str(value)))],
+        oracle=[f"echo {header} > /app/{output}", f"cat /app/{data_file}", f"echo {value} >> /app/{output}",
+                f"cat /app/{output}"],
+        wrong=[f"echo {header} > /app/{output}", f"echo {value} > /app/{output}"],  # overwrites the first line
+        record=f"/app/{output}",
     )
 
 
@@ -208,8 +257,8 @@ def delete_recreate(draw: Draw) -> TaskSpec:
         family="delete_recreate",
         instruction=instruction,
         files={output: f"{stale_word}-{draw.small_number()}\n"},
-        test_py=_file_content_test(f"/app/{output}", [content]),
-        oracle=[f"rm /app/{output}", f"echo {content} > /app/{output}"],
+        checks=[FileLines(f"/app/{output}", (content,))],
+        oracle=[f"cat /app/{output}", f"rm /app/{output}", f"echo {content} > /app/{output}", f"cat /app/{output}"],
         wrong=[f"echo {content} >> /app/{output}"],  # appends to the stale content
         record=f"/app/{output}",
     )
@@ -229,39 +278,14 @@ def server_port(draw: Draw) -> TaskSpec:
     # second, well inside the tiny scale's 1 s command timeout: `sleep 1` raced it, and whether the command timed out
     # (and so its observation, and every token after it) depended on the machine's load.
     serve = "python3 -m http.server {port} --bind 127.0.0.1 --directory {root} >/dev/null 2>&1 & sleep 0.5"
-    # The verifier waits up to 2 s for the port: a server the agent started has had its 0.5 s and more by then. It
-    # waited 5 s, which every failed episode paid in full (no server): 7 of the tiny RL's 8 s per failed server episode.
-    test_py = textwrap.dedent(f"""\
-        import time
-        import urllib.error
-        import urllib.request
-
-        URL = "http://127.0.0.1:{port}/{page}"
-
-
-        def get(url, wait_s=2.0):
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    return urllib.request.urlopen(url, timeout=5).read()
-                except urllib.error.HTTPError:
-                    raise  # the server answered
-                except OSError:  # nothing listens yet
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
-
-
-        def test_page_is_served():
-            assert get(URL).decode().strip() == "{token}"
-        """)
     write_page = f"echo {token} > /app/site/{page}"
     return TaskSpec(
         family="server_port",
         instruction=instruction,
         files={"site/index.html": f"<h1>{draw.pick(WORDS)}</h1>\n"},
-        test_py=test_py,
-        oracle=[write_page, serve.format(port=port, root="/app/site")],
+        # The verifier waits up to 2 s for the port: a server the agent started has had its 0.5 s and more by then.
+        checks=[Served(port, page, token)],
+        oracle=["ls /app/site", write_page, f"cat /app/site/{page}", serve.format(port=port, root="/app/site")],
         wrong=[write_page, serve.format(port=port, root="/app")],  # serves the parent directory: 404
         record=f"tcp:{port}",
     )
@@ -270,50 +294,28 @@ def server_port(draw: Draw) -> TaskSpec:
 def required_deletion(draw: Draw) -> TaskSpec:
     junk = f"{draw.pick(WORDS)}-{draw.value()}{draw.pick(JUNK_SUFFIXES)}"
     keep = draw.pick(KEEP_FILES)
-    keep_content = f"{draw.pick(WORDS)} {draw.small_number()}\n"
+    keep_content = f"{draw.pick(WORDS)} {draw.small_number()}"
     instruction = draw.wording((
         "Delete /app/{junk}. Keep /app/{keep} as it is.",
         "/app/{junk} is no longer needed: remove it, but leave /app/{keep} in place.",
     )).format(junk=junk, keep=keep)
-    test_py = textwrap.dedent(f"""\
-        from pathlib import Path
-
-
-        def test_file_is_gone():
-            assert not Path("/app/{junk}").exists()
-
-
-        def test_other_file_kept():
-            assert Path("/app/{keep}").read_text() == {keep_content!r}
-        """)
     return TaskSpec(
         family="required_deletion",
         instruction=instruction,
-        files={junk: f"{draw.pick(WORDS)}\n", keep: keep_content},
-        test_py=test_py,
-        oracle=[f"rm /app/{junk}"],
+        files={junk: f"{draw.pick(WORDS)}\n", keep: keep_content + "\n"},
+        checks=[Absent(f"/app/{junk}"), FileLines(f"/app/{keep}", (keep_content,))],
+        oracle=["ls /app", f"cat /app/{keep}", f"rm /app/{junk}", "ls /app"],
         wrong=[f"rm /app/{keep}"],  # deletes the wrong file
         record=f"/app/{junk}",
     )
-
-
-def _file_content_test(path: str, lines: list[str]) -> str:
-    return textwrap.dedent(f"""\
-        from pathlib import Path
-
-        TARGET = Path("{path}")
-
-
-        def test_content():
-            assert TARGET.exists(), "{path} is missing"
-            assert TARGET.read_text().splitlines() == {lines!r}
-        """)
 
 
 FAMILIES: dict[str, Callable[[Draw], TaskSpec]] = {
     "supporting_read": supporting_read,
     "script_then_run": script_then_run,
     "config_edit": config_edit,
+    "copy_value": copy_value,
+    "append_chain": append_chain,
     "delete_recreate": delete_recreate,
     "server_port": server_port,
     "required_deletion": required_deletion,
@@ -332,17 +334,20 @@ def build_task(family: str, split: str, index: int, seed: int) -> TaskSpec:
     # A string seed is hashed with SHA-512 by `random`: stable across runs and Python versions.
     draw = Draw(random.Random(f"{seed}/{split}/{index}"), SPLITS[split])
     spec = FAMILIES[family](draw)
-    unrelated = draw.pick(UNRELATED_FILES)
-    first, second = draw.sample(WORDS, 2)
+    unrelated, scratch = draw.pick(UNRELATED_FILES), draw.pick(SCRATCH_FILES)
+    first, second, note = draw.sample(WORDS, 3)
     return replace(
         spec,
         files={**spec.files, unrelated: f"Notes about {first} and {second}.\n"},
-        distractors=("ls /app", "pwd", f"cat /app/{unrelated}", f"wc -l /app/{unrelated}"),
+        distractors=("ls /app", "pwd", f"cat /app/{unrelated}", f"wc -l /app/{unrelated}",
+                     f"echo {note} > /tmp/{scratch}"),
     )
 
 
-def write_task(spec: TaskSpec, task_dir: Path, metadata: dict[str, str | int]) -> Path:
-    """Write `spec` as a Harbor task directory; `metadata` goes into task.toml's [metadata]."""
+def write_task(spec: TaskSpec, task_dir: Path, metadata: dict[str, str | int], verifier: str = "shell") -> Path:
+    """Write `spec` as a Harbor task directory with a `verifier` (checks.VERIFIERS) test; `metadata` goes into
+    task.toml's [metadata]."""
+    tests = verifier_files(spec.checks, verifier)  # first: an unknown verifier writes nothing
     (task_dir / "environment").mkdir(parents=True)
     (task_dir / "tests").mkdir()
     (task_dir / "solution").mkdir()
@@ -359,8 +364,8 @@ def write_task(spec: TaskSpec, task_dir: Path, metadata: dict[str, str | int]) -
         path.write_text(content)
         copies.append(f"COPY {relative} /app/{relative}\n")
     (task_dir / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\n" + "".join(copies))
-    (task_dir / "tests" / "test.sh").write_text(TEST_SH)
-    (task_dir / "tests" / "test_outputs.py").write_text(spec.test_py)
+    for name, content in tests.items():
+        (task_dir / "tests" / name).write_text(content)
     (task_dir / "solution" / "solve.sh").write_text("#!/bin/bash\nset -e\ncd /app\n" + "\n".join(spec.oracle) + "\n")
     _write_json(task_dir / "solution" / "oracle.json", spec.oracle)
     _write_json(task_dir / "solution" / "distractors.json", list(spec.distractors))
@@ -369,7 +374,8 @@ def write_task(spec: TaskSpec, task_dir: Path, metadata: dict[str, str | int]) -
     return task_dir
 
 
-def generate_task_set(out_dir: Path, split: str, n: int, seed: int, families: list[str] | None = None) -> list[Path]:
+def generate_task_set(out_dir: Path, split: str, n: int, seed: int, families: list[str] | None = None,
+                      verifier: str = "shell") -> list[Path]:
     """Write `n` tasks of `split` under `out_dir/split/` and its index.json; families take turns in FAMILIES order.
 
     Task ids are `<family>-<index>`, so test_tb20 and test_tb21 of the same size share ids and families.
@@ -390,17 +396,18 @@ def generate_task_set(out_dir: Path, split: str, n: int, seed: int, families: li
         family = chosen[i % len(chosen)]
         task_id = f"{family.replace('_', '-')}-{i:03d}"
         spec = build_task(family, split, i, seed)
-        paths.append(write_task(spec, split_dir / task_id, {"split": split, "seed": seed}))
+        paths.append(write_task(spec, split_dir / task_id, {"split": split, "seed": seed}, verifier))
         index.append({"id": task_id, "family": family})
     _write_json(split_dir / "index.json", {"split": split, "seed": seed, "tasks": index})
     return paths
 
 
-def generate_all(out_dir: Path, seed: int, pool: int, test: int,
-                 families: list[str] | None = None) -> dict[str, list[Path]]:
-    """The pool of `pool` tasks and both test sets of `test` tasks each."""
-    sizes = {"pool": pool, "test_tb20": test, "test_tb21": test}
-    return {split: generate_task_set(out_dir, split, n, seed, families) for split, n in sizes.items()}
+def generate_all(out_dir: Path, seed: int, pool: int, test: int, families: list[str] | None = None,
+                 sft: int = 0, verifier: str = "shell") -> dict[str, list[Path]]:
+    """The pool of `pool` tasks, both test sets of `test` tasks each, and (when `sft` > 0) the sft split."""
+    sizes = {"sft": sft, "pool": pool, "test_tb20": test, "test_tb21": test}
+    return {split: generate_task_set(out_dir, split, n, seed, families, verifier)
+            for split, n in sizes.items() if n or split != "sft"}
 
 
 def selected_families(families: list[str] | None) -> list[str]:

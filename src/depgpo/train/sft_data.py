@@ -5,10 +5,11 @@ interleaved at seeded positions, executed as an episode; only passing episodes b
 episodes are the "reference trajectories" of Figure 1(d): for each we record the fraction of its commands that the
 dependency credit connects to the verifier's records E.
 
-Optionally (`incomplete_per_task`, config `sft_data.incomplete`) a task also gets conversations that stop one oracle
-command short, kept although they fail: the mistakes of a teacher whose runs were not verified. They give the SFT
-policy a mistake on its own path (declaring "done" too early) for RL to correct; without them the tiny policy's only
-failures were garbled tokens, and RL did not beat the frozen policy (docs/results.md#rl-at-tiny-scale).
+Optionally (`incomplete_per_task`, config `sft_data.incomplete`) a task also gets conversations that leave out the
+oracle's last two commands (its last change and the check after it), kept although they fail: the mistakes of a
+teacher whose runs were not verified. They give the SFT policy a mistake on its own path (declaring "done" too
+early) for RL to correct; on two training tasks, the tiny policy's only failures were otherwise garbled tokens, and
+RL did not beat the frozen policy (docs/results.md#rl-at-tiny-scale).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from depgpo.env.episode import Episode
 from depgpo.policy.chat import SYSTEM_PROMPT
 from depgpo.tasks import load_task
 from depgpo.tasks.generate import distractor_commands, oracle_commands
+
+# Every generated oracle ends with its last change, or with that change and one check (cat, ls) after it: leaving out
+# two commands always leaves the task undone.
+INCOMPLETE_CUT = 2
 
 
 def with_distractors(oracle: list[str], distractors: list[str], rng: random.Random, max_extra: int) -> list[str]:
@@ -69,8 +74,9 @@ def build_sft_data(task_dirs: list[Path], out_jsonl: Path, reference_json: Path,
                    variants_per_task: int, max_distractors: int, seed: int, incomplete_per_task: int = 0) -> dict:
     """Write conversations (JSONL) and the reference-credit summary; returns counts.
 
-    `incomplete_per_task` extra conversations per task stop one oracle command short: an unverified teacher's
-    mistake, kept although the verifier fails them, so that the SFT policy sometimes declares "done" too early."""
+    `incomplete_per_task` extra conversations per task stop INCOMPLETE_CUT oracle commands short: an unverified
+    teacher's mistake, kept although the verifier fails them, so that the SFT policy sometimes declares "done" too
+    early."""
     rng = random.Random(seed)
     incomplete_rng = random.Random(f"{seed}-incomplete")  # its own draws: the complete conversations stay the same
     scripts = []  # (task, commands, complete), drawn in a fixed order so the data do not depend on agent.workers
@@ -78,10 +84,12 @@ def build_sft_data(task_dirs: list[Path], out_jsonl: Path, reference_json: Path,
         task = load_task(task_dir)
         oracle, distractors = oracle_commands(task_dir), distractor_commands(task_dir)
         for variant in range(variants_per_task):
-            scripts.append((task, with_distractors(oracle, distractors, rng, 0 if variant == 0 else max_distractors),
-                            True))
+            # With several variants the first is the bare oracle; with one, every task draws its distractors.
+            bare = variant == 0 and variants_per_task > 1
+            scripts.append((task, with_distractors(oracle, distractors, rng, 0 if bare else max_distractors), True))
         for _ in range(incomplete_per_task):
-            scripts.append((task, with_distractors(oracle[:-1], distractors, incomplete_rng, max_distractors), False))
+            cut = oracle[:-INCOMPLETE_CUT]
+            scripts.append((task, with_distractors(cut, distractors, incomplete_rng, max_distractors), False))
     kept, failed, incomplete, references = 0, 0, 0, []
     out_jsonl.parent.mkdir(parents=True, exist_ok=True)
     with open(out_jsonl, "w") as out:
