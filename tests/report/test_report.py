@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from depgpo.report.cli import add_arguments, run
 from depgpo.report.load import ResultsTree, Setting
+from depgpo.report.stats import paired_difference, pass_at_1_interval
 
 # ---------------------------------------------------------------------- test fixture: a synthetic results tree
 
@@ -20,6 +22,10 @@ SETA, TMAX = Setting("qwen3.5-9b", "seta"), Setting("qwen3.5-9b", "tmax")
 TASKS = [f"task{i}" for i in range(10)]
 SEEDS, ROUNDS, UPDATES = (0, 1), 3, 5
 ROUND_OFFSET = {0: [-1, 0, 1], 1: [0, 1, 2]}  # seed -> tasks solved in each round, relative to the run's level
+# The multi-seed tree: three seeds of two rounds for the SFT policy, GRPO, DepGPO and the frozen control, the first
+# seed alone for every other run (the grid's plan).
+MULTI_SEED_OFFSET = {0: [0, 1], 1: [-1, 0], 2: [1, 1]}
+MULTI_SEED_RUNS = {"sft", "grpo", "depgpo", "frozen"}
 # Tasks a run solves on TB2.0 before the offset (TB2.1: one fewer). On SETA DepGPO is best and DPPO second; on
 # TMAX GiGPO is best and DepGPO second.
 LEVELS = {
@@ -45,10 +51,11 @@ def write_jsonl(path: Path, values: list[dict]) -> None:
     path.write_text("".join(json.dumps(value) + "\n" for value in values))
 
 
-def write_eval(setting_dir: Path, run: str, level: int) -> None:
-    for seed in SEEDS:
+def write_eval(setting_dir: Path, run: str, level: int, offsets: dict[int, list[int]]) -> None:
+    """Round r of seed s solves the first level + offsets[s][r] tasks (one fewer on TB2.1)."""
+    for seed, seed_offsets in offsets.items():
         for test, shift in (("test_tb20", 0), ("test_tb21", -1)):
-            solved = [level + shift + offset for offset in ROUND_OFFSET[seed]]
+            solved = [level + shift + offset for offset in seed_offsets]
             rounds = [{"round": r, "tasks": {task: int(i < k) for i, task in enumerate(TASKS)}}
                       for r, k in enumerate(solved)]
             pass_at_1 = [100 * k / len(TASKS) for k in solved]
@@ -64,9 +71,9 @@ def rollout(task: str, observations: list[str], num_turns: int) -> dict:
             "verifier": {"reward": 1.0}}
 
 
-def update_metrics(run: str, update: int) -> dict:
+def update_metrics(run: str, update: int, seed: int) -> dict:
     depgpo_family = run.startswith("depgpo")
-    metrics = {"update": update, "train/reward_mean": 0.1 * update, "train/zero_adv_group_frac": 0.5,
+    metrics = {"update": update, "train/reward_mean": 0.1 * update + 0.02 * seed, "train/zero_adv_group_frac": 0.5,
                "actor/entropy": 1.0 / (update + 1), "actor/grad_norm": 1.0 + update, "train/loss": 0.1,
                "time/update_s": 11.0 if depgpo_family else 10.0, "time/rollout_s": 8.0,
                "time/credit_s": 0.8 if depgpo_family else 0.01,
@@ -76,10 +83,10 @@ def update_metrics(run: str, update: int) -> dict:
     return metrics
 
 
-def write_rl(setting_dir: Path, run: str) -> None:
-    for seed in SEEDS:
+def write_rl(setting_dir: Path, run: str, seeds) -> None:
+    for seed in seeds:
         seed_dir = setting_dir / "rl" / run / f"seed{seed}"
-        write_jsonl(seed_dir / "metrics.jsonl", [update_metrics(run, u) for u in range(UPDATES)])
+        write_jsonl(seed_dir / "metrics.jsonl", [update_metrics(run, u, seed) for u in range(UPDATES)])
         if run.startswith("depgpo"):
             write_json(seed_dir / "done.json", {"updates": UPDATES, "config": {"credit": {"beta": 0.5}}})
         for update in range(UPDATES):
@@ -87,8 +94,12 @@ def write_rl(setting_dir: Path, run: str) -> None:
             write_jsonl(seed_dir / "trajectories" / f"update{update:04d}.jsonl", group)
 
 
-def build_results(root: Path) -> Path:
-    """results/{scale} with two settings, every run, two seeds, three rounds and five updates per run."""
+def build_results(root: Path, offsets: dict[int, list[int]] = ROUND_OFFSET, multi_seed=None) -> Path:
+    """results/{scale} with two settings, every run and five updates per run; each run has the seeds and rounds of
+    `offsets` (default: two seeds, three rounds), or only the first seed if `multi_seed` is given and lacks it."""
+    def seeds(name: str) -> list[int]:
+        return list(offsets) if multi_seed is None or name in multi_seed else list(offsets)[:1]
+
     for setting, levels in ((SETA, LEVELS), (TMAX, TMAX_LEVELS)):
         setting_dir = root / setting.path
         success_counts = dict(zip(TASKS, [0, 0, 0, 1, 2, 3, 4, 4, 2, 1]))
@@ -98,11 +109,15 @@ def build_results(root: Path) -> Path:
         write_json(setting_dir / "sft" / "reference_credit.json", {"trajectories": [
             {"task": task, "commands": 3 + i, "connected_fraction": i / 10, "reward": float(i % 3 != 0)}
             for i, task in enumerate(TASKS)]})
-        for run, level in levels.items():
-            write_eval(setting_dir, run, level)
-            if run != "sft":
-                write_rl(setting_dir, run)
+        for name, level in levels.items():
+            write_eval(setting_dir, name, level, {seed: offsets[seed] for seed in seeds(name)})
+            if name != "sft":
+                write_rl(setting_dir, name, seeds(name))
     return root
+
+
+def build_multi_seed_results(root: Path) -> Path:
+    return build_results(root, MULTI_SEED_OFFSET, MULTI_SEED_RUNS)
 
 
 TABLES = ["table1", "table2", "table6", "table9", "table10", "table11"]
@@ -150,43 +165,142 @@ def test_png_renders(full_report):
     assert image.shape[0] > 100 and image.shape[1] > 400 and image.std() > 0  # a drawn picture, not a blank one
 
 
+def attempts_of(results: Path, run: str, test: str, setting: Setting = SETA) -> pd.DataFrame:
+    tasks = ResultsTree(results).eval_tasks
+    return tasks[(tasks.model == setting.model) & (tasks.data == setting.data) & (tasks.run == run)
+                 & (tasks.test == test)]
+
+
+def numbers_row(path: Path, run: str, test: str, data: str = "seta") -> pd.Series:
+    numbers = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    return numbers[(numbers.data == data) & (numbers.run == run) & (numbers.test == test)].iloc[0]
+
+
+def shown(low: float, high: float) -> str:
+    """An interval's bounds as the tables print them."""
+    return f"[{low:.1f}, {high:.1f}]".replace("-", "−")
+
+
 def test_table1_pools_rounds_of_all_seeds(full_report):
     depgpo_seta_tb20 = [50, 60, 70, 60, 70, 80]  # level 6 + offsets, seeds 0 and 1, in % of 10 tasks
-    numbers = pd.read_csv(full_report / "table1.csv")
-    row = numbers[(numbers.data == "seta") & (numbers.run == "depgpo") & (numbers.test == "test_tb20")].iloc[0]
+    row = numbers_row(full_report / "table1.csv", "depgpo", "test_tb20")
     assert row["mean"] == pytest.approx(statistics.fmean(depgpo_seta_tb20))
     assert row["sd"] == pytest.approx(statistics.stdev(depgpo_seta_tb20))
-    assert row["rounds"] == 6
+    assert (row["rounds"], row["n_tasks"], row["n_seeds"]) == (6, 10, 2)
+    interval = pass_at_1_interval(attempts_of(full_report.parent, "depgpo", "test_tb20"))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((interval.low, interval.high))
+    assert row["ci_low"] < row["mean"] < row["ci_high"]
+    # Every attempt of DepGPO solves the 3 tasks more than GRPO's and 4 more than the SFT policy's same attempt.
+    assert (row["diff_grpo"], row["diff_sft"]) == pytest.approx((30, 40))
+    assert (row["diff_grpo_n_units"], row["diff_grpo_n_tasks"], row["diff_grpo_matched_on"]) == (
+        60, 10, "test,task,round,seed")
+    assert row["diff_grpo_ci_low"] < 30 < row["diff_grpo_ci_high"]
     cells = markdown_cells(full_report / "table1.md")
-    assert cells["DepGPO"]["qwen3.5-9b / seta TB2.0"] == "**65.00 ± 10.49**"
+    assert cells["DepGPO"]["qwen3.5-9b / seta TB2.0"] == (
+        f"**65.0 {shown(row['ci_low'], row['ci_high'])}**"
+        f"<br>Δ GRPO +30.0 {shown(row['diff_grpo_ci_low'], row['diff_grpo_ci_high'])}"
+        f"<br>Δ SFT +40.0 {shown(row['diff_sft_ci_low'], row['diff_sft_ci_high'])}")
+    sft = numbers_row(full_report / "table1.csv", "sft", "test_tb20")  # no difference to itself
+    assert sft["diff_grpo"] == pytest.approx(-10) and math.isnan(sft["diff_sft"])  # levels 2 and 3
+    assert cells["SFT"]["qwen3.5-9b / seta TB2.0"].count("<br>") == 1
+    assert "<br>Δ GRPO −10.0 [−" in cells["SFT"]["qwen3.5-9b / seta TB2.0"]
+
+
+def test_table1_pools_both_test_sets(full_report):
+    row = numbers_row(full_report / "table1.csv", "depgpo", "pooled")
+    assert row["mean"] == pytest.approx((65 + 55) / 2)  # as many tasks in both sets
+    assert (row["rounds"], row["n_tasks"]) == (12, 10)  # the same task names in both sets: one cluster each
+    assert math.isnan(row["sd"])
+    assert row["diff_grpo"] == pytest.approx(30) and row["diff_grpo_n_units"] == 120
+    assert markdown_cells(full_report / "table1.md")["DepGPO"]["qwen3.5-9b / seta Pooled"].startswith("**60.0 [")
 
 
 def test_table1_marks_best_and_second_best_per_setting(full_report):
     cells = markdown_cells(full_report / "table1.md")
-    for test in ("TB2.0", "TB2.1"):
+    for test in ("TB2.0", "TB2.1", "Pooled"):
         seta, tmax = f"qwen3.5-9b / seta {test}", f"qwen3.5-9b / tmax {test}"
         assert cells["DepGPO"][seta].startswith("**") and cells["DPPO"][seta].startswith("<u>")
         assert cells["GiGPO"][tmax].startswith("**") and cells["DepGPO"][tmax].startswith("<u>")
         unmarked = [method for method in cells if not cells[method][seta].startswith(("**", "<u>"))]
         assert unmarked == ["SFT", "GRPO", "DAPO", "GiGPO"]
+        assert all("**" not in line for line in cells["DepGPO"][seta].split("<br>")[1:])  # pass@1 is marked
+    depgpo, dppo = (numbers_row(full_report / "table1.csv", run, "test_tb20") for run in ("depgpo", "dppo"))
     latex = (full_report / "table1.tex").read_text()
-    assert r"\textbf{65.00 $\pm$ 10.49}" in latex and r"\underline{55.00 $\pm$ 10.49}" in latex
-    assert r"\multicolumn{2}{c}{qwen3.5-9b / seta}" in latex
+    assert f"\\textbf{{65.0 {shown(depgpo['ci_low'], depgpo['ci_high'])}}} \\\\ $\\Delta$ GRPO +30.0" in latex
+    assert f"\\underline{{55.0 {shown(dppo['ci_low'], dppo['ci_high'])}}}" in latex
+    assert r"\multicolumn{3}{c}{qwen3.5-9b / seta}" in latex and r"\begin{tabular}[t]{@{}c@{}}" in latex
 
 
-def test_table2_drops_are_relative_to_full_depgpo(full_report):
+def test_table2_differences_to_full_depgpo(full_report):
     cells = markdown_cells(full_report / "table2.md")
     assert list(cells) == ["GRPO", "Binary write contribution", "Without verifier filtering",
                            "Without supporting-read credit", "Direct writes only", "Full DepGPO"]
-    assert cells["Binary write contribution"]["TB2.0"] == "55.00 ± 10.49 ↓ 10.00"
-    assert cells["Without verifier filtering"]["TB2.1"] == "25.00 ± 10.49 ↓ 30.00"
-    assert cells["Full DepGPO"]["TB2.0"] == "65.00 ± 10.49"
+    binary = numbers_row(full_report / "table2.csv", "depgpo_binary_write", "test_tb20")
+    assert (binary["diff_depgpo"], binary["diff_grpo"], binary["diff_sft"]) == pytest.approx((-10, 20, 30))
+    assert cells["Binary write contribution"]["TB2.0"].split("<br>")[:2] == [
+        f"55.0 {shown(binary['ci_low'], binary['ci_high'])}",
+        f"Δ full −10.0 {shown(binary['diff_depgpo_ci_low'], binary['diff_depgpo_ci_high'])}"]
+    no_filter = numbers_row(full_report / "table2.csv", "depgpo_no_verifier_filter", "test_tb21")
+    assert no_filter["diff_depgpo"] == pytest.approx(-30)
+    # GRPO's level: it agrees with GRPO on every attempt
+    assert (no_filter["diff_grpo"], no_filter["diff_grpo_ci_low"], no_filter["diff_grpo_ci_high"]) == (0, 0, 0)
+    assert "<br>Δ GRPO +0.0 [0.0, 0.0]<br>" in cells["Without verifier filtering"]["TB2.1"]
+    assert cells["Full DepGPO"]["TB2.0"].split("<br>")[1].startswith("Δ GRPO +30.0 [")  # not compared to itself
 
 
 def test_table9_orders_the_beta_sweep(full_report):
     cells = markdown_cells(full_report / "table9.md")
     assert list(cells) == ["0.25", "0.50 (full DepGPO)", "0.75", "1.00"]
-    assert cells["1.00"]["TB2.0"] == "45.00 ± 10.49"
+    assert cells["1.00"]["TB2.0"].startswith("45.0 [") and "<br>Δ GRPO +10.0 [" in cells["1.00"]["TB2.0"]
+    beta = numbers_row(full_report / "table9.csv", "depgpo_beta1.0", "test_tb20")
+    assert (beta["beta"], beta["diff_grpo"], beta["diff_sft"], beta["n_seeds"]) == pytest.approx((1.0, 10, 20, 2))
+
+
+# ---------------------------------------------------------------------- several seeds, runs with fewer
+
+
+@pytest.fixture(scope="module")
+def multi_seed_report(tmp_path_factory) -> Path:
+    results = build_multi_seed_results(tmp_path_factory.mktemp("multi"))
+    assert report(results) == 0
+    return results / "report"
+
+
+def test_table1_with_three_seeds_and_runs_of_one(multi_seed_report):
+    table1 = multi_seed_report / "table1.csv"
+    depgpo = numbers_row(table1, "depgpo", "test_tb20")
+    solved = [6 + offset for offsets in MULTI_SEED_OFFSET.values() for offset in offsets]
+    assert depgpo["mean"] == pytest.approx(10 * statistics.fmean(solved))
+    assert (depgpo["rounds"], depgpo["n_tasks"], depgpo["n_seeds"], depgpo["diff_grpo_n_units"]) == (6, 10, 3, 60)
+    assert depgpo["diff_grpo"] == pytest.approx(30) and depgpo["diff_sft"] == pytest.approx(40)
+    # DAPO ran seed 0 alone: its pass@1 is that seed's, and its differences pair it with seed 0 of GRPO and SFT
+    dapo = numbers_row(table1, "dapo", "test_tb20")
+    assert (dapo["mean"], dapo["n_seeds"], dapo["rounds"]) == pytest.approx((45, 1, 2))
+    assert (dapo["diff_grpo"], dapo["diff_sft"]) == pytest.approx((10, 20))
+    assert (dapo["diff_grpo_n_units"], dapo["diff_grpo_matched_on"]) == (20, "test,task,round,seed")
+    interval = paired_difference(attempts_of(multi_seed_report.parent, "dapo", "test_tb20"),
+                                 attempts_of(multi_seed_report.parent, "grpo", "test_tb20"))
+    assert (dapo["diff_grpo_ci_low"], dapo["diff_grpo_ci_high"]) == pytest.approx((interval.low, interval.high))
+    assert "share no seed" not in (multi_seed_report / "table1.md").read_text()
+
+
+def test_a_run_without_a_common_seed_is_paired_on_task_and_round(tmp_path):
+    from depgpo.report.tables import table1, to_markdown
+
+    results = build_multi_seed_results(tmp_path / "results")
+    (results / SETA.path / "eval" / "dapo" / "seed0").rename(results / SETA.path / "eval" / "dapo" / "seed7")
+    table = table1(ResultsTree(results), SETA)
+    numbers = table.numbers
+    dapo = numbers[(numbers.data == "seta") & (numbers.run == "dapo") & (numbers.test == "test_tb20")].iloc[0]
+    # DAPO solves 4, 5 tasks in rounds 0, 1; GRPO's seeds 3, 2, 4 and 4, 3, 4: 3 and 11/3 on average
+    assert dapo["diff_grpo"] == pytest.approx(10 * ((4 - 3) + (5 - 11 / 3)) / 2)
+    assert (dapo["diff_grpo_n_units"], dapo["diff_grpo_matched_on"]) == (20, "test,task,round")
+    assert "share no seed" in to_markdown(table, "table1") and "seta dapo − grpo (TB2.0)" in table.notes[-1]
+
+
+def test_table2_pairs_one_seed_variants_with_full_depgpos_first_seed(multi_seed_report):
+    binary = numbers_row(multi_seed_report / "table2.csv", "depgpo_binary_write", "test_tb20")
+    assert (binary["mean"], binary["diff_depgpo"], binary["diff_depgpo_n_units"]) == pytest.approx((55, -10, 20))
 
 
 def test_table10_ratios_of_means(full_report):
@@ -284,20 +398,69 @@ def test_table11_agrees_with_the_credit_modules_own_statistics(tmp_path):
     assert values["credit/fallback=no turn has positive credit"] == pytest.approx(0.25)  # 1 of 2, then 0 of 2
 
 
+def write_frozen(results: Path, seeds) -> None:
+    """The control: half the methods' reward at every update (they have 0.1 x update + 0.02 x seed)."""
+    for seed in seeds:
+        write_jsonl(results / SETA.path / "rl" / "frozen" / f"seed{seed}" / "metrics.jsonl",
+                    [{"update": u, "train/reward_mean": 0.05 * u} for u in range(UPDATES)])
+
+
+def legend(axes) -> list[str]:
+    return [text.get_text() for text in axes.get_legend().get_texts()]
+
+
 def test_fig5_reads_methods_against_the_frozen_control(tmp_path):
     from depgpo.report.figures import fig5, gain_over_frozen
 
     results = build_results(tmp_path / "results")
-    for seed in SEEDS:  # the control: half the methods' reward at every update (they have 0.1 x update)
-        write_jsonl(results / SETA.path / "rl" / "frozen" / f"seed{seed}" / "metrics.jsonl",
-                    [{"update": u, "train/reward_mean": 0.05 * u} for u in range(UPDATES)])
+    write_frozen(results, SEEDS)
     tree = ResultsTree(results)
     gain = gain_over_frozen(tree.run_metrics(SETA, "grpo"), tree.run_metrics(SETA, "frozen"))
-    assert gain == pytest.approx(statistics.fmean(0.05 * u for u in range(UPDATES)))
-    legend = [text.get_text() for text in fig5(tree, SETA).figure.axes[0].get_legend().get_texts()]
-    assert legend == ["DepGPO (+0.10 vs frozen)", "GRPO (+0.10 vs frozen)", "GiGPO (+0.10 vs frozen)",
-                      "SFT policy, frozen (same draws)"]
-    # without the control (the paper's grid), the labels are the methods' names alone
-    legend = [text.get_text() for text in fig5(ResultsTree(build_results(tmp_path / "plain")), SETA)
-              .figure.axes[0].get_legend().get_texts()]
-    assert legend == ["DepGPO", "GRPO", "GiGPO"]
+    assert gain == pytest.approx(statistics.fmean(0.05 * u for u in range(UPDATES)) + 0.02 * statistics.fmean(SEEDS))
+    assert legend(fig5(tree, SETA).figure.axes[0]) == [
+        "DepGPO, 2 seeds (+0.11 vs frozen)", "GRPO, 2 seeds (+0.11 vs frozen)", "GiGPO, 2 seeds (+0.11 vs frozen)",
+        "SFT policy, frozen (same draws), 2 seeds"]
+    # without the control (the paper's grid), the labels are the methods' names and seeds alone
+    plain = fig5(ResultsTree(build_results(tmp_path / "plain")), SETA).figure
+    assert legend(plain.axes[0]) == ["DepGPO, 2 seeds", "GRPO, 2 seeds", "GiGPO, 2 seeds"]
+    assert "band: min–max over seeds" in plain.get_suptitle()
+
+
+def test_fig5_draws_the_mean_over_seeds_and_their_range(tmp_path):
+    from depgpo.report.figures import fig5
+
+    results = build_multi_seed_results(tmp_path / "results")
+    write_frozen(results, MULTI_SEED_OFFSET)
+    reward = fig5(ResultsTree(results), SETA).figure.axes[0]
+    # GiGPO has seed 0 alone: its gain pairs with the control's seed 0; the others' with seeds 0-2 (0.02 x 1 more)
+    assert legend(reward) == ["DepGPO, 3 seeds (+0.12 vs frozen)", "GRPO, 3 seeds (+0.12 vs frozen)",
+                              "GiGPO (+0.10 vs frozen)", "SFT policy, frozen (same draws), 3 seeds"]
+    lines = {line.get_label(): line for line in reward.get_lines()}
+    depgpo = lines["DepGPO, 3 seeds (+0.12 vs frozen)"]
+    assert list(depgpo.get_ydata()) == pytest.approx([0.1 * u + 0.02 for u in range(UPDATES)])  # mean of 0, .02, .04
+    assert list(lines["GiGPO (+0.10 vs frozen)"].get_ydata()) == pytest.approx([0.1 * u for u in range(UPDATES)])
+    bands = [band for band in reward.collections if band.get_paths()]
+    assert len(bands) == 3  # DepGPO, GRPO and the control: GiGPO's single seed has none
+    heights = bands[0].get_paths()[0].vertices[:, 1]
+    assert (heights.min(), heights.max()) == pytest.approx((0.0, 0.1 * (UPDATES - 1) + 0.04))  # seeds 0 and 2
+
+
+def test_fig6_sorts_ten_tasks_and_shows_the_paired_interval(tmp_path):
+    from depgpo.report.figures import fig6, success_difference
+
+    results = build_multi_seed_results(tmp_path / "results")
+    tree = ResultsTree(results)
+    tasks = pd.concat([attempts_of(results, run, "test_tb20") for run in ("depgpo", "grpo")])
+    difference = success_difference(tasks)
+    # Task i is solved by DepGPO in a round of seed s iff i < 6 + offset, by GRPO iff i < 3 + offset.
+    offsets = [offset for seed_offsets in MULTI_SEED_OFFSET.values() for offset in seed_offsets]
+    expected = {task: 100 * statistics.fmean((i < 6 + o) - (i < 3 + o) for o in offsets)
+                for i, task in enumerate(TASKS)}
+    assert len(difference) == 10 and list(difference) == sorted(difference, reverse=True)
+    assert difference.to_dict() == pytest.approx(expected)
+    mean = paired_difference(tasks[tasks.run == "depgpo"], tasks[tasks.run == "grpo"])
+    assert mean.mean == pytest.approx(difference.mean()) == pytest.approx(30)
+    figure = fig6(tree, SETA).figure
+    assert legend(figure.axes[0]) == [f"mean Δ = +30.0 pp, 95% CI [{mean.low:.1f}, {mean.high:.1f}] shaded\n"
+                                      "(paired on 60 attempts, tasks resampled)"]
+    assert figure.axes[0].get_xlabel() == "10 tasks, sorted by Δ"

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from depgpo.report.load import MissingInput, ResultsTree, Setting
+from depgpo.report.stats import Interval, match_attempts, paired_difference
 from depgpo.report.tables import TEST_SETS
 
 CURVES = {"depgpo": ("DepGPO", "tab:blue"), "grpo": ("GRPO", "tab:pink"), "gigpo": ("GiGPO", "tab:olive")}
@@ -128,8 +129,14 @@ def connected_fraction_plot(trajectories: pd.DataFrame, kind: str, title: str) -
 # ---------------------------------------------------------------------- Figure 5
 
 
+def seeds_label(label: str, metrics: pd.DataFrame) -> str:
+    seeds = metrics.seed.nunique()
+    return f"{label}, {seeds} seeds" if seeds > 1 else label
+
+
 def plot_curve(ax: Axes, metrics: pd.DataFrame, key: str, label: str, color: str, linestyle: str = "-") -> None:
-    """The mean over seeds per update; with several seeds, their range shaded."""
+    """The mean over seeds per update; with several seeds, a band from their minimum to their maximum (with three
+    seeds a 95% t-interval would reach far beyond the seeds drawn)."""
     per_update = metrics.groupby("update")[key]
     mean = per_update.mean()
     ax.plot(mean.index, mean.values, label=label, color=color, linewidth=1.2, linestyle=linestyle)
@@ -177,19 +184,21 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
                 notes.append(f"{focal.path}/rl/{run}: metrics.jsonl has no '{key}'")
                 continue
             label, color = CURVES[run]
+            label = seeds_label(label, metrics)
             gain = gain_over_frozen(metrics, frozen) if key == REWARD and frozen is not None else math.nan
             if not math.isnan(gain):  # nan: no (seed, update) in common with the control
                 label = f"{label} ({gain:+.2f} vs frozen)"
             plot_curve(ax, metrics.dropna(subset=[key]), key, label, color)
         if key == REWARD and frozen is not None:
-            plot_curve(ax, frozen, key, "SFT policy, frozen (same draws)", "0.4", linestyle="--")
+            plot_curve(ax, frozen, key, seeds_label("SFT policy, frozen (same draws)", frozen), "0.4", linestyle="--")
         shade_late_window(ax, updates)
         if log_scale:
             ax.set_yscale("log")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("update")
     axes[0].legend(fontsize=8)
-    figure.suptitle(f"{focal.label} (shaded: the last third of the updates)", fontsize=10)
+    figure.suptitle(f"{focal.label}: mean over seeds per update, band: min–max over seeds (grey: the last third of "
+                    "the updates)", fontsize=10)
     return Plot(figure, notes)
 
 
@@ -197,19 +206,26 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
 
 
 def success_difference(tasks: pd.DataFrame) -> pd.Series:
-    """Per task: DepGPO's minus GRPO's success rate (percentage points) over all rounds and seeds, sorted."""
-    rates = tasks.groupby(["task", "run"]).success.mean().unstack("run") * 100
-    return (rates["depgpo"] - rates["grpo"]).dropna().sort_values(ascending=False)
+    """Per task: DepGPO's minus GRPO's success rate (percentage points) over their matched attempts (the same
+    rounds and seeds, as stats.paired_difference matches them), sorted."""
+    matched, _ = match_attempts(tasks[tasks.run == "depgpo"], tasks[tasks.run == "grpo"])
+    difference = (matched.success_a - matched.success_b).groupby(matched.task).mean() * 100
+    return difference.sort_values(ascending=False)
 
 
-def draw_differences(ax: Axes, difference: pd.Series, title: str) -> None:
+def draw_differences(ax: Axes, difference: pd.Series, mean: Interval, title: str) -> None:
+    """The sorted per-task differences; the dashed line and its band: the paired mean Δ and its 95% interval."""
     positions = range(len(difference))
     changed = difference != 0
     ax.bar([p for p, c in zip(positions, changed) if c], difference[changed],
            color=[GAIN if d > 0 else LOSS for d in difference[changed]])
     ax.scatter([p for p, c in zip(positions, changed) if not c], difference[~changed], color=TIE, s=8, zorder=3)
-    ax.axhline(difference.mean(), color="black", linestyle="--", linewidth=1,
-               label=f"mean Δ = {difference.mean():+.1f} pp")
+    interval = "no interval (one task)" if math.isnan(mean.low) else f"95% CI [{mean.low:.1f}, {mean.high:.1f}] shaded"
+    units = "attempts" if "seed" in mean.matched_on else "(task, round) pairs, seeds averaged"
+    ax.axhline(mean.mean, color="black", linestyle="--", linewidth=1,
+               label=f"mean Δ = {mean.mean:+.1f} pp, {interval}\n(paired on {mean.n_units} {units}, tasks resampled)")
+    if not math.isnan(mean.low):
+        ax.axhspan(mean.low, mean.high, color="black", alpha=0.08, linewidth=0)
     for position in (0, len(difference) - 1):  # the largest gain and the largest regression
         if difference.iloc[position] != 0:
             ax.annotate(difference.index[position], (position, difference.iloc[position]), fontsize=7,
@@ -229,14 +245,16 @@ def fig6(tree: ResultsTree, focal: Setting) -> Plot:
     for run in ("depgpo", "grpo"):
         if run not in set(tasks.run):
             raise MissingInput(f"{focal.path}/eval/{run}/seed*/{{{','.join(TEST_SETS)}}}.json", "eval")
-    tests = [test for test in TEST_SETS if set(tasks[tasks.test == test].run) == {"depgpo", "grpo"}]
+    differences = {test: success_difference(tasks[tasks.test == test]) for test in TEST_SETS}
+    tests = [test for test in TEST_SETS if len(differences[test])]
     if not tests:
-        raise MissingInput(f"{focal.path}/eval/{{depgpo,grpo}}/seed*/ on a common test set", "eval")
+        raise MissingInput(f"{focal.path}/eval/{{depgpo,grpo}}/seed*/ on a common test set and task", "eval")
     figure = Figure(figsize=(6 * len(tests), 3.4), layout="constrained")
     axes = figure.subplots(1, len(tests), squeeze=False)[0]
     for panel, (ax, test) in enumerate(zip(axes, tests)):
-        draw_differences(ax, success_difference(tasks[tasks.test == test]),
-                         f"({'ab'[panel]}) {TEST_SETS[test]}, {focal.label}")
+        on_test = tasks[tasks.test == test]
+        mean = paired_difference(on_test[on_test.run == "depgpo"], on_test[on_test.run == "grpo"])
+        draw_differences(ax, differences[test], mean, f"({'ab'[panel]}) {TEST_SETS[test]}, {focal.label}")
     notes = [f"{TEST_SETS[test]}: no task evaluated for both DepGPO and GRPO"
              for test in TEST_SETS if test not in tests]
     return Plot(figure, notes)

@@ -1,8 +1,9 @@
 """The paper's tables (1, 2, 6, 9, 10, 11) computed from a results tree, written as CSV, Markdown and LaTeX.
 
 Each builder returns a `Table`: the display cells (what the paper prints), the numbers behind them (the CSV, so
-that nothing has to be parsed back out of "25.24 ± 1.01"), optional best / second-best marks, and notes that say
-which expected inputs were absent. A builder that finds none of its inputs raises MissingInput.
+that nothing has to be parsed back out of "25.2 [19.1, 31.5]"), optional best / second-best marks, and notes that
+say which expected inputs were absent. The 95% intervals of pass@1 and of paired differences are
+depgpo.report.stats'. A builder that finds none of its inputs raises MissingInput.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from depgpo.report.load import MissingInput, ResultsTree, Setting
+from depgpo.report.stats import Interval, paired_difference, pass_at_1_interval
 
 TEST_SETS = {"test_tb20": "TB2.0", "test_tb21": "TB2.1"}
 METHODS = {"sft": "SFT", "grpo": "GRPO", "dapo": "DAPO", "dppo": "DPPO", "gigpo": "GiGPO", "depgpo": "DepGPO"}
@@ -47,6 +49,15 @@ class Table:
 
 # ---------------------------------------------------------------------- statistics
 
+POOLED = "pooled"  # the `test` of the rows over all test sets
+TEST_COLUMNS = {**TEST_SETS, POOLED: "Pooled"}
+BASELINES = {"grpo": "GRPO", "sft": "SFT"}  # run -> label of the paired differences Tables 1 and 9 show
+NO_DIFFERENCE = Interval(math.nan, math.nan, math.nan, 0, 0)
+INTERVAL_CAPTION = ("pass@1 (%) over the attempts (tasks × rounds × seeds) with its 95% interval [low, high], a "
+                    "cluster bootstrap that resamples tasks; Pooled: the attempts of both test sets")
+DELTA_CAPTION = ("Δ X: the paired difference to X (percentage points) over the attempts both runs made on the same "
+                 "task, round and sampling seed, with its 95% interval, tasks resampled")
+
 
 def pass_at_1_summary(tree: ResultsTree) -> pd.DataFrame:
     """model, data, run, test, mean, sd, rounds: pass@1 (%) over the rounds of all seeds pooled; the SD is the
@@ -57,8 +68,73 @@ def pass_at_1_summary(tree: ResultsTree) -> pd.DataFrame:
     return summary
 
 
-def mean_sd(row: pd.Series) -> str:
-    return f"{row['mean']:.2f} ± {row['sd']:.2f}"
+def attempts(tasks: pd.DataFrame, setting: Setting, run: str, test: str) -> pd.DataFrame:
+    """The attempts (eval_tasks rows) of one run on one test set, or on all of them for POOLED."""
+    tests = list(TEST_SETS) if test == POOLED else [test]
+    return tasks[(tasks.model == setting.model) & (tasks.data == setting.data) & (tasks.run == run)
+                 & tasks.test.isin(tests)]
+
+
+def difference_columns(baseline: str, difference: Interval) -> dict:
+    prefix = f"diff_{baseline}"
+    return {prefix: difference.mean, f"{prefix}_ci_low": difference.low, f"{prefix}_ci_high": difference.high,
+            f"{prefix}_n_tasks": difference.n_tasks, f"{prefix}_n_units": difference.n_units,
+            f"{prefix}_matched_on": ",".join(difference.matched_on)}
+
+
+def with_intervals(tree: ResultsTree, evals: pd.DataFrame, setting: Setting, runs: list[str],
+                   baselines: dict[str, str]) -> pd.DataFrame:
+    """The summary rows of `runs` in one setting (`evals`), plus a POOLED row for each run evaluated on every test
+    set, with the 95% interval of pass@1 (ci_low, ci_high, n_tasks, n_seeds) and, per baseline run b, the paired
+    difference to it (diff_b, diff_b_ci_low, diff_b_ci_high, diff_b_n_tasks, diff_b_n_units, diff_b_matched_on)."""
+    evals = evals[evals.test.isin(TEST_SETS)]
+    complete = {run for run, tests in evals.groupby("run").test if set(tests) == set(TEST_SETS)}
+    pooled = [{"model": setting.model, "data": setting.data, "run": run, "test": POOLED, "mean": math.nan,
+               "sd": math.nan, "rounds": evals[evals.run == run].rounds.sum()} for run in runs if run in complete]
+    rows = pd.concat([evals[evals.run.isin(runs)], pd.DataFrame(pooled, columns=evals.columns)], ignore_index=True)
+    tasks, records = tree.eval_tasks, []
+    for row in rows.to_dict("records"):
+        units = attempts(tasks, setting, row["run"], row["test"])
+        interval = pass_at_1_interval(units)
+        if row["test"] == POOLED:  # the mean over all attempts; SD over rounds is per test set only
+            row["mean"] = interval.mean
+        row.update(ci_low=interval.low, ci_high=interval.high, n_tasks=interval.n_tasks,
+                   n_seeds=units.seed.nunique())
+        for baseline in baselines:
+            other = attempts(tasks, setting, baseline, row["test"])
+            comparable = baseline != row["run"] and len(other) and (row["test"] != POOLED or baseline in complete)
+            row.update(difference_columns(baseline, paired_difference(units, other) if comparable else NO_DIFFERENCE))
+        records.append(row)
+    return pd.DataFrame(records)
+
+
+def number(value: float, signed: bool = False) -> str:
+    return (f"{value:+.1f}" if signed else f"{value:.1f}").replace("-", "−")
+
+
+def interval_text(mean: float, low: float, high: float, signed: bool = False) -> str:
+    """"mean [low, high]" to one decimal; "[–]" where there is no interval (fewer than two tasks)."""
+    bounds = NOT_AVAILABLE if math.isnan(low) else f"{number(low)}, {number(high)}"
+    return f"{number(mean, signed)} [{bounds}]"
+
+
+def cell_text(row: dict, baselines: dict[str, str]) -> str:
+    """pass@1 with its interval, then a line per paired difference to a baseline (multi-line cells, see to_markdown)."""
+    lines = [interval_text(row["mean"], row["ci_low"], row["ci_high"])]
+    lines += [f"Δ {label} " + interval_text(row[f"diff_{b}"], row[f"diff_{b}_ci_low"], row[f"diff_{b}_ci_high"], True)
+              for b, label in baselines.items() if not math.isnan(row[f"diff_{b}"])]
+    return "\n".join(lines)
+
+
+def pairing_notes(numbers: pd.DataFrame, baselines: dict[str, str]) -> list[str]:
+    """A note naming the differences whose runs share no seed, so that seeds could not be matched."""
+    unseeded = [f"{row['model']}/{row['data']} {row['run']} − {b} ({TEST_COLUMNS[row['test']]})"
+                for row in numbers.to_dict("records") for b in baselines
+                if row[f"diff_{b}_n_units"] and "seed" not in row[f"diff_{b}_matched_on"].split(",")]
+    if not unseeded:
+        return []
+    return ["These runs share no seed with their baseline; their Δ matches (task, round) with each run's successes "
+            "averaged over its seeds: " + ", ".join(unseeded) + "."]
 
 
 def rank_marks(means: pd.Series) -> pd.Series:
@@ -80,15 +156,21 @@ def missing_eval(setting: Setting, run: str) -> str:
     return str(MissingInput(f"{setting.path}/eval/{run}/seed*/{{{','.join(TEST_SETS)}}}.json", "eval"))
 
 
-def pass_at_1_rows(evals: pd.DataFrame, runs: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(cells, numbers) of one setting: a row per run in `runs` that was evaluated, a column per test set."""
-    present = [run for run in runs if run in set(evals.run)]
-    numbers = evals[evals.run.isin(present)].copy()
+def pass_at_1_rows(tree: ResultsTree, evals: pd.DataFrame, setting: Setting, runs: dict[str, str],
+                   baselines: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(cells, numbers, notes) of one setting (`evals`): a row per run in `runs` that was evaluated, a column per
+    test set and the pooled one; the notes name what is missing."""
+    evaluated = set(evals.run)
+    present = [run for run in runs if run in evaluated]
+    numbers = with_intervals(tree, evals, setting, present, baselines)
     numbers.insert(3, "row", numbers.run.map(runs))
-    cells = pd.DataFrame(NOT_AVAILABLE, index=[runs[run] for run in present], columns=list(TEST_SETS.values()))
-    for _, row in numbers.iterrows():
-        cells.loc[row["row"], TEST_SETS[row["test"]]] = mean_sd(row)
-    return cells, numbers
+    cells = pd.DataFrame(NOT_AVAILABLE, index=[runs[run] for run in present], columns=list(TEST_COLUMNS.values()))
+    for row in numbers.to_dict("records"):
+        cells.loc[row["row"], TEST_COLUMNS[row["test"]]] = cell_text(row, baselines)
+    notes = [missing_eval(setting, run) for run in runs if run not in evaluated]
+    notes += [f"Δ {label} not shown: {missing_eval(setting, run)}" for run, label in baselines.items()
+              if run not in evaluated and run not in runs]
+    return cells, numbers, notes + pairing_notes(numbers, baselines)
 
 
 # ---------------------------------------------------------------------- Table 1
@@ -101,24 +183,28 @@ def table1(tree: ResultsTree, focal: Setting) -> Table:
     if summary.empty:
         raise MissingInput(f"*/*/eval/{{{','.join(METHODS)}}}/seed*/{{{','.join(TEST_SETS)}}}.json", "eval")
     settings = [s for s in tree.settings if not eval_in_setting(summary, s).empty]
-    methods = [run for run in METHODS if run in set(summary.run)]
-    columns = pd.MultiIndex.from_tuples([(s.label, test) for s in settings for test in TEST_SETS.values()])
-    rows = [METHODS[run] for run in methods]
-    cells = pd.DataFrame(NOT_AVAILABLE, index=rows, columns=columns)
-    means = pd.DataFrame(math.nan, index=rows, columns=columns)
+    methods = {run: label for run, label in METHODS.items() if run in set(summary.run)}
+    columns = pd.MultiIndex.from_tuples([(s.label, test) for s in settings for test in TEST_COLUMNS.values()])
+    cells = pd.DataFrame(NOT_AVAILABLE, index=list(methods.values()), columns=columns)
+    means = pd.DataFrame(math.nan, index=list(methods.values()), columns=columns)
     notes = [str(MissingInput(f"*/*/eval/{run}/seed*/*.json", "eval")) for run in METHODS if run not in methods]
+    frames = []
     for setting in settings:
-        evals = eval_in_setting(summary, setting)
-        notes += [missing_eval(setting, run) for run in methods if run not in set(evals.run)]
-        for _, row in evals.iterrows():
-            cell = (METHODS[row["run"]], (setting.label, TEST_SETS[row["test"]]))
-            cells.loc[cell] = mean_sd(row)
+        setting_cells, numbers, setting_notes = pass_at_1_rows(tree, eval_in_setting(summary, setting), setting,
+                                                               methods, BASELINES)
+        notes += setting_notes
+        for row in numbers.to_dict("records"):
+            cell = (row["row"], (setting.label, TEST_COLUMNS[row["test"]]))
+            cells.loc[cell] = setting_cells.loc[row["row"], TEST_COLUMNS[row["test"]]]
             means.loc[cell] = row["mean"]
+        frames.append(numbers)
     marks = means.apply(rank_marks)
-    numbers = summary.assign(method=summary.run.map(METHODS), mark=[
-        marks.loc[METHODS[r.run], (Setting(r.model, r.data).label, TEST_SETS[r.test])] for r in summary.itertuples()])
-    caption = ("Task performance on Terminal-Bench 2.0 and 2.1: pass@1 (%), mean ± SD over the evaluation rounds "
-               "of all seeds; bold and underlining mark the best and second-best result per setting and test set.")
+    numbers = pd.concat(frames, ignore_index=True).rename(columns={"row": "method"})
+    numbers["mark"] = [marks.loc[r.method, (Setting(r.model, r.data).label, TEST_COLUMNS[r.test])]
+                       for r in numbers.itertuples()]
+    caption = (f"Task performance on Terminal-Bench 2.0 and 2.1: {INTERVAL_CAPTION}. {DELTA_CAPTION} (GRPO, and "
+               "SFT: the SFT policy). Bold and underlining mark the best and second-best mean per setting and test "
+               "set.")
     return Table(caption, cells.rename_axis("Method"), numbers, marks, notes)
 
 
@@ -134,23 +220,16 @@ def ablation_variants(runs: set[str]) -> dict[str, str]:
 
 
 def table2(tree: ResultsTree, focal: Setting) -> Table:
-    """Ablations of the focal setting against GRPO and full DepGPO, with each variant's drop from full DepGPO."""
+    """Ablations of the focal setting against GRPO and full DepGPO, with each run's paired difference to full
+    DepGPO (the drop of a variant), to GRPO and to the SFT policy."""
     evals = eval_in_setting(pass_at_1_summary(tree), focal)
     variants = ablation_variants(set(evals.run))
     if not variants:
         raise MissingInput(f"{focal.path}/eval/depgpo_{{{','.join(ABLATIONS)}}}/seed*/*.json", "eval")
     runs = {"grpo": "GRPO", **variants, "depgpo": "Full DepGPO"}
-    cells, numbers = pass_at_1_rows(evals, runs)
-    notes = [missing_eval(focal, run) for run in runs if run not in set(evals.run)]
-    full = evals[evals.run == "depgpo"].set_index("test")["mean"]
-    numbers["drop_from_full"] = [full.get(r.test, math.nan) - r.mean if r.run in variants else math.nan
-                                 for r in numbers.itertuples()]
-    for r in numbers.itertuples():
-        if r.run in variants and not math.isnan(r.drop_from_full):
-            arrow = "↓" if r.drop_from_full >= 0 else "↑"
-            cells.loc[r.row, TEST_SETS[r.test]] += f" {arrow} {abs(r.drop_from_full):.2f}"
-    caption = (f"Ablation study of {focal.label}: pass@1 (%), mean ± SD; ↓ marks the drop relative to Full DepGPO "
-               "(↑ a gain).")
+    cells, numbers, notes = pass_at_1_rows(tree, evals, focal, runs, {"depgpo": "full", **BASELINES})
+    caption = (f"Ablation study of {focal.label}: {INTERVAL_CAPTION}. {DELTA_CAPTION}; full: Full DepGPO (negative: "
+               "a drop), SFT: the SFT policy.")
     return Table(caption, cells.rename_axis("Variant"), numbers, notes=notes)
 
 
@@ -181,10 +260,11 @@ def table9(tree: ResultsTree, focal: Setting) -> Table:
         sweep["depgpo"] = math.inf if full_beta is None else full_beta  # an unknown β is listed last
     labels = {run: (f"{beta:.2f}" if math.isfinite(beta) else "?") + (" (full DepGPO)" if run == "depgpo" else "")
               for run, beta in sorted(sweep.items(), key=lambda item: item[1])}
-    cells, numbers = pass_at_1_rows(evals, labels)
+    cells, numbers, row_notes = pass_at_1_rows(tree, evals, focal, labels, BASELINES)
     numbers["beta"] = numbers.run.map(sweep).replace(math.inf, math.nan)
-    caption = f"Sensitivity to the dependency-decay coefficient β on {focal.label}: pass@1 (%), mean ± SD."
-    return Table(caption, cells.rename_axis("β"), numbers, notes=notes)
+    caption = (f"Sensitivity to the dependency-decay coefficient β on {focal.label}: {INTERVAL_CAPTION}. "
+               f"{DELTA_CAPTION}; SFT: the SFT policy.")
+    return Table(caption, cells.rename_axis("β"), numbers, notes=notes + row_notes)
 
 
 # ---------------------------------------------------------------------- Table 10
@@ -317,18 +397,25 @@ def flat_columns(columns: pd.Index) -> list[str]:
     return [" ".join(c) if isinstance(c, tuple) else str(c) for c in columns]
 
 
+def mark_first_line(template: str, cell: str) -> str:
+    first, newline, rest = cell.partition("\n")
+    return template.format(first) + newline + rest
+
+
 def marked_cells(table: Table, best: str, second: str) -> pd.DataFrame:
-    """The cells with the mark templates applied ("{}" stands for the cell's text)."""
+    """The cells with the mark templates applied to their first line ("{}" stands for that line's text): the mark
+    is about pass@1, not the differences below it."""
     if table.marks is None:
         return table.cells
     templates = table.marks.replace({BEST: best, SECOND: second, "": "{}"})
-    text = [[template.format(cell) for cell, template in zip(cells, row_templates)]
+    text = [[mark_first_line(template, cell) for cell, template in zip(cells, row_templates)]
             for cells, row_templates in zip(table.cells.values, templates.values)]
     return pd.DataFrame(text, index=table.cells.index, columns=table.cells.columns)
 
 
 def to_markdown(table: Table, name: str) -> str:
-    cells = marked_cells(table, "**{}**", "<u>{}</u>")
+    """A pipe table; the lines of a multi-line cell are separated by <br>."""
+    cells = marked_cells(table, "**{}**", "<u>{}</u>").map(lambda cell: cell.replace("\n", "<br>"))
     header = [cells.index.name or ""] + flat_columns(cells.columns)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join([":---"] + ["---:"] * len(cells.columns)) + "|"]
     lines += ["| " + " | ".join([str(label), *row]) + " |" for label, row in zip(cells.index, cells.values)]
@@ -339,7 +426,8 @@ def to_markdown(table: Table, name: str) -> str:
 LATEX_REPLACEMENTS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                       "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                       "±": r"$\pm$", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "×": r"$\times$", "β": r"$\beta$",
-                      "–": "--", "…": r"\ldots{}", "<": r"\textless{}", ">": r"\textgreater{}"}
+                      "–": "--", "…": r"\ldots{}", "<": r"\textless{}", ">": r"\textgreater{}", "Δ": r"$\Delta$",
+                      "−": "$-$"}
 
 
 def latex_escape(text: str) -> str:
@@ -365,9 +453,16 @@ def latex_header(columns: pd.Index, corner: str) -> list[str]:
     return [top_row + r" \\", " ".join(rules), bottom_row + r" \\"]
 
 
+def latex_lines(cell: str) -> str:
+    """A multi-line cell as a nested one-column tabular (no package needed)."""
+    if "\n" not in cell:
+        return cell
+    return r"\begin{tabular}[t]{@{}c@{}}" + r" \\ ".join(cell.split("\n")) + r"\end{tabular}"
+
+
 def to_latex(table: Table, name: str) -> str:
     escaped = Table(table.caption, table.cells.map(latex_escape), table.numbers, table.marks, table.notes)
-    cells = marked_cells(escaped, r"\textbf{{{}}}", r"\underline{{{}}}")
+    cells = marked_cells(escaped, r"\textbf{{{}}}", r"\underline{{{}}}").map(latex_lines)
     body = [" & ".join([latex_escape(label), *row]) + r" \\" for label, row in zip(cells.index, cells.values)]
     lines = [r"\begin{table}[t]", r"\centering", f"\\caption{{{latex_escape(table.caption)}}}",
              f"\\label{{tab:{name}}}", f"\\begin{{tabular}}{{l{'c' * len(cells.columns)}}}", r"\toprule",
