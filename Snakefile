@@ -30,6 +30,10 @@ RUNS = list(CFG.methods) + SWEEP + CONTROLS
 RUN_SETTINGS = {run: SETTINGS if run in CFG.methods else [FOCAL] for run in RUNS}  # every method in every setting
 EVALUATED = {run: settings for run, settings in RUN_SETTINGS.items() if run not in CONTROLS}
 SEEDS = list(CFG.seeds)
+# Runs in interval_seeds.runs train in its seeds instead; the SFT policy is evaluated in every seed any run has, so
+# that each run's evaluation pairs with the SFT policy's on the same sampling seeds (depgpo.report.stats).
+SEEDS_OF = {run: list(CFG.interval_seeds.seeds) if run in CFG.interval_seeds.runs else SEEDS for run in RUNS}
+SEEDS_OF["sft"] = sorted({seed for seeds in SEEDS_OF.values() for seed in seeds})
 TEST_SETS = list(CFG.eval.test_sets)  # Terminal-Bench 2.0 and 2.1 (or their generated stand-ins)
 
 

@@ -211,6 +211,7 @@ VALUE_RANGES: dict[str, Range] = {
     "credit.indirect_decay": Range(float, CreditConfig.indirect_decay, "indirect write decay", low=0, high=1),
     "credit.factor_floor": Range(float, CreditConfig.factor_floor, "step-factor floor", low=0),
     "tasks.pool": Range(int, 16, "generated candidate tasks", low=0),
+    "tasks.sft": Range(int, 320, "generated tasks whose oracle runs are the SFT data", low=0),
     "tasks.test": Range(int, 2, "generated tasks per test set", low=0),
     "launcher.signal_delay_s": Range(int, 120, "seconds of warning before the time limit", low=0),
     "launcher.max_requeues": Range(int, 3, "requeues of a preempted job", low=0),
@@ -262,6 +263,8 @@ def value_choices() -> dict[str, Choice]:
         "methods": Choice(tuple(METHOD_ESTIMATORS), "the compared methods", many=True),
         "ablations": Choice(tuple(v for v in VARIANTS if v != "full"), "the Table 2 ablations of DepGPO", many=True),
         "controls": Choice(tuple(CONTROL_RUNS), "RL runs that are not methods", many=True),
+        "interval_seeds.runs": Choice((*METHOD_ESTIMATORS, *CONTROL_RUNS), "runs trained in interval_seeds.seeds "
+                                                                            "instead of seeds", many=True),
     }
 
 

@@ -35,8 +35,13 @@ def pool_file(wildcards):
     return task_set_file(wildcards.data, "pool")
 
 
+def sft_tasks_file(wildcards):
+    """Generated data: the tasks whose oracle runs are the SFT data, the sft split (the pool where tasks.sft is 0)."""
+    return f"{R}/tasks/sft/index.json" if CFG.tasks.sft else pool_file(wildcards)
+
+
 def sft_data_source(wildcards, input):
-    """Generated data: the oracle runs of the pool; a user's data set: its SFT conversations file."""
+    """Generated data: the oracle runs of the sft split; a user's data set: its SFT conversations file."""
     if wildcards.data in EXTERNAL:
         return f"--import {DATA[wildcards.data].sft_conversations}"
     return (f"--tasks {task_set_arg(input[0])} --variants {CFG.sft_data.variants}"

@@ -5,6 +5,7 @@ rule generate_tasks:
     output:
         pool=f"{R}/tasks/pool/index.json",
         tests=expand(f"{R}/tasks/{{test}}/index.json", test=TEST_SETS),
+        sft=[f"{R}/tasks/sft/index.json"] if CFG.tasks.sft else [],
     log:
         f"{R}/logs/generate_tasks.log",
     benchmark:
@@ -14,19 +15,20 @@ rule generate_tasks:
         out=lambda wildcards, output: os.path.dirname(os.path.dirname(output.pool)),
         pool=CFG.tasks.pool,
         test=CFG.tasks.test,
+        sft=CFG.tasks.sft,
         seed=CFG.seed,
     conda:
         "../../envs/cpu.yaml"
     shell:
         "{params.depgpo} generate-tasks --out {params.out} --pool {params.pool} --test {params.test}"
-        " --seed {params.seed} > {log} 2>&1"
+        " --sft {params.sft} --seed {params.seed} > {log} 2>&1"
 
 
 # SFT conversations come from oracle runs on the candidate pool (as the paper's SFT data come from the same task
 # source as its RL tasks); sampling at temperature 1 then leaves the SFT policy partly successful on them.
 rule sft_data:
     input:
-        lambda wildcards: [] if wildcards.data in EXTERNAL else [pool_file(wildcards)],
+        lambda wildcards: [] if wildcards.data in EXTERNAL else [sft_tasks_file(wildcards)],
     output:
         conversations=f"{R}/{{model}}/{{data}}/sft/conversations.jsonl",
         reference=f"{R}/{{model}}/{{data}}/sft/reference_credit.json",

@@ -4,8 +4,8 @@
 rule report:
     input:
         evals=[f"{R}/{setting}/eval/{run}/seed{seed}/{test}.json" for run, settings in {"sft": SETTINGS,
-               **EVALUATED}.items() for setting in settings for seed in SEEDS for test in TEST_SETS],
-        controls=[f"{R}/{FOCAL}/rl/{run}/seed{seed}/done.json" for run in CONTROLS for seed in SEEDS],
+               **EVALUATED}.items() for setting in settings for seed in SEEDS_OF[run] for test in TEST_SETS],
+        controls=[f"{R}/{FOCAL}/rl/{run}/seed{seed}/done.json" for run in CONTROLS for seed in SEEDS_OF[run]],
         filters=expand(f"{R}/{{setting}}/filter/filter.json", setting=SETTINGS),
         references=expand(f"{R}/{{setting}}/sft/reference_credit.json", setting=SETTINGS),
     output:

@@ -38,4 +38,4 @@ for _run in RUNS:
         name:
             f"rl_{_run}"
         input:
-            expand(f"{R}/{{setting}}/rl/{_run}/seed{{seed}}/done.json", setting=RUN_SETTINGS[_run], seed=SEEDS),
+            expand(f"{R}/{{setting}}/rl/{_run}/seed{{seed}}/done.json", setting=RUN_SETTINGS[_run], seed=SEEDS_OF[_run]),
