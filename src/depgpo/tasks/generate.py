@@ -124,12 +124,25 @@ class Draw:
 # Every value that reaches a command is a plain token (letters, digits, - _ = .), so no quoting is needed.
 
 
-def supporting_read(draw: Draw) -> TaskSpec:
-    data_file = draw.pick(DATA_FILES)
-    keys = draw.sample(VALUE_KEYS, 3)
-    values = draw.values(3)
+def _listing(draw: Draw) -> tuple[str, str, str, int]:
+    """A data file of three `key: value` lines: its name, its content, and the key and value a task asks for."""
+    data_file, keys, values = draw.pick(DATA_FILES), draw.sample(VALUE_KEYS, 3), draw.values(3)
     target = draw.rng.randrange(3)
-    key, value = keys[target], values[target]
+    return data_file, "".join(f"{k}: {v}\n" for k, v in zip(keys, values)), keys[target], values[target]
+
+
+def _values(listing: str) -> list[int]:
+    return [int(line.split(": ")[1]) for line in listing.splitlines()]
+
+
+def _next(values: list[int], value: int) -> int:
+    """The value on the line after `value`'s (wrapping): a plausible wrong answer."""
+    return values[(values.index(value) + 1) % len(values)]
+
+
+def supporting_read(draw: Draw) -> TaskSpec:
+    data_file, listing, key, value = _listing(draw)
+    values = _values(listing)
     instruction = draw.wording((
         "Read the value of {key} in /app/{file} and write it to /app/answer.txt.",
         "/app/{file} lists several values. Save the {key} value to /app/answer.txt.",
@@ -137,10 +150,10 @@ def supporting_read(draw: Draw) -> TaskSpec:
     return TaskSpec(
         family="supporting_read",
         instruction=instruction,
-        files={data_file: "".join(f"{k}: {v}\n" for k, v in zip(keys, values))},
+        files={data_file: listing},
         checks=[FileLines("/app/answer.txt", (str(value),))],
         oracle=["ls /app", f"cat /app/{data_file}", f"echo {value} > /app/answer.txt", "cat /app/answer.txt"],
-        wrong=[f"cat /app/{data_file}", f"echo {values[(target + 1) % 3]} > /app/answer.txt"],  # the next line's
+        wrong=[f"cat /app/{data_file}", f"echo {_next(values, value)} > /app/answer.txt"],  # the next line's
         record="/app/answer.txt",
     )
 
@@ -198,10 +211,7 @@ def config_edit(draw: Draw) -> TaskSpec:
 def copy_value(draw: Draw) -> TaskSpec:
     """A value read from one file written into another's line: both reads feed the edit (the old line's value
     is shown only by the config file)."""
-    source = draw.pick(DATA_FILES)
-    source_keys, values = draw.sample(VALUE_KEYS, 3), draw.values(3)
-    target = draw.rng.randrange(3)
-    source_key, value = source_keys[target], values[target]
+    source, listing, source_key, value = _listing(draw)
     config, settings, key = _config(draw)
     old = settings[key]
     instruction = draw.wording((
@@ -211,23 +221,21 @@ def copy_value(draw: Draw) -> TaskSpec:
     return TaskSpec(
         family="copy_value",
         instruction=instruction,
-        files={source: "".join(f"{k}: {v}\n" for k, v in zip(source_keys, values)),
+        files={source: listing,
                config: "".join(line + "\n" for line in _set(settings, key, old))},
         checks=[FileLines(f"/app/{config}", _set(settings, key, value))],
         oracle=[f"cat /app/{source}", f"cat /app/{config}",
                 f"sed -i 's/^{key} = {old}$/{key} = {value}/' /app/{config}", f"cat /app/{config}"],
         wrong=[f"cat /app/{source}", f"cat /app/{config}",
-               f"sed -i 's/^{key} = {old}$/{key} = {values[(target + 1) % 3]}/' /app/{config}"],
+               f"sed -i 's/^{key} = {old}$/{key} = {_next(_values(listing), value)}/' /app/{config}"],
         record=f"/app/{config}",
     )
 
 
 def append_chain(draw: Draw) -> TaskSpec:
     """Two writes to one file, the second an append of a value read from another file: a write chain."""
-    output, data_file = draw.pick(OUTPUT_FILES), draw.pick(DATA_FILES)
-    keys, values = draw.sample(VALUE_KEYS, 3), draw.values(3)
-    target = draw.rng.randrange(3)
-    key, value = keys[target], values[target]
+    output = draw.pick(OUTPUT_FILES)
+    data_file, listing, key, value = _listing(draw)
     header = f"{draw.pick(WORDS)}-{draw.value()}"
     instruction = draw.wording((
         "Write the line {header} to /app/{output}, then append the {key} value from /app/{data} as a second line.",
@@ -236,7 +244,7 @@ def append_chain(draw: Draw) -> TaskSpec:
     return TaskSpec(
         family="append_chain",
         instruction=instruction,
-        files={data_file: "".join(f"{k}: {v}\n" for k, v in zip(keys, values))},
+        files={data_file: listing},
         checks=[FileLines(f"/app/{output}", (header, str(value)))],
         oracle=[f"echo {header} > /app/{output}", f"cat /app/{data_file}", f"echo {value} >> /app/{output}",
                 f"cat /app/{output}"],
