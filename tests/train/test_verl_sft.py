@@ -42,7 +42,7 @@ CONVERSATIONS = [
         bash_call("c1", "echo hello > /app/greeting.txt"), {"role": "tool", "tool_call_id": "c1", "content": ""},
         {"role": "assistant", "content": "<done/>"}]},
     {"task": "port", "messages": [
-        {"role": "user", "content": "Set port = 8080 in /app/app.ini " + "(it is 80 now) " * 40},
+        {"role": "user", "content": "Set port = 8080 in /app/app.ini " + "(it is 80 now) " * 30},  # long, within 768
         bash_call("c0", "sed -i 's/^port = 80$/port = 8080/' /app/app.ini"),
         {"role": "tool", "tool_call_id": "c0", "content": "x" * 900},
         {"role": "assistant", "content": "<done/>"}]},

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow,
                                  reason="vLLM is not installed (envs/setup.sh test installs its CPU build)")]
 
 OVERRIDES = ["scale=ci"]
-K = 2  # trajectories per task
+K = 4  # trajectories per task: enough that a group of the fixture policy mixes rewards (it did not at 2)
 
 
 @pytest.fixture(scope="module")
