@@ -98,6 +98,7 @@ def resolve(path: str, layout, system_root: Path, hops: int = 40, links: dict | 
     then the final path, all as sandbox paths. Nothing on the host is followed. `links` memoises the symlink
     lookups of one check: the verifier has ended, so the sandbox no longer changes under it."""
     seen, parts, done = [], [p for p in path.split("/") if p], "/"
+    links = {} if links is None else links
     while parts:
         part = parts.pop(0)
         if part in (".", ""):
@@ -106,12 +107,9 @@ def resolve(path: str, layout, system_root: Path, hops: int = 40, links: dict | 
             done = os.path.dirname(done)
             continue
         candidate = os.path.join(done, part)
-        if links is None:
-            target = _link_target(candidate, layout, system_root)
-        elif candidate in links:
-            target = links[candidate]
-        else:
-            target = links[candidate] = _link_target(candidate, layout, system_root)
+        if candidate not in links:
+            links[candidate] = _link_target(candidate, layout, system_root)
+        target = links[candidate]
         if target is None:
             done = candidate
             continue
