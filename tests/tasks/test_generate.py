@@ -22,6 +22,7 @@ from depgpo.tasks.generate import (
     oracle_commands,
     write_task,
 )
+from depgpo.tasks.generate import SPLITS
 
 SEED = 3
 
@@ -76,6 +77,18 @@ def test_test_sets_share_ids_but_not_parameters(tmp_path):
     assert not pool & test20 and not pool & test21 and not test20 & test21
 
 
+def test_every_split_writes_every_digit_at_every_position():
+    """Splits are disjoint, yet a policy that copies a test value meets no digit at a position training never had
+    (splitting by the value's own remainder left test values ending on digits no training value ended on)."""
+    for name, split in SPLITS.items():
+        for position in (1, 2, 3):  # values: 1000-9999
+            assert {str(n)[position] for n in split.values} == set("0123456789"), (name, position)
+        for position in (3, 4):  # ports: 18500-18999
+            assert {str(n)[position] for n in split.ports} == set("0123456789"), (name, position)
+    training = set(SPLITS["pool"].values)
+    assert not training & set(SPLITS["test_tb20"].values) and not training & set(SPLITS["test_tb21"].values)
+
+
 def test_supporting_read_value_is_only_in_the_file():
     for index in range(20):
         spec = build_task("supporting_read", "pool", index, SEED)
@@ -113,7 +126,7 @@ def test_sft_split_and_pytest_verifier(tmp_path):
     assert (written["sft"][0] / "tests" / "test_outputs.py").is_file()
     assert "sft" not in generate_all(tmp_path / "none", seed=SEED, pool=1, test=1)  # absent unless asked
     sft_numbers = {n for p in written["sft"] for n in re.findall(r"\b\d{4,5}\b", " ".join(oracle_commands(p)))}
-    assert sft_numbers and all(int(n) % 5 in (0, 1, 2) for n in sft_numbers)  # training values, never a test's
+    assert sft_numbers and all(sum(map(int, n)) % 5 in (0, 1, 2) for n in sft_numbers)  # training values, never a test's
     with pytest.raises(ValueError, match="unknown verifier"):
         write_task(build_task("config_edit", "pool", 0, SEED), tmp_path / "x", {}, verifier="perl")
     assert not (tmp_path / "x").exists()

@@ -20,7 +20,7 @@ Splits: `sft` (tasks whose oracle runs become SFT conversations; both wordings),
 and RL; both wordings), `test_tb20` (the first wording) and `test_tb21` (test_tb20's task ids and families with
 other parameters and the second wording, as TB2.1 revises TB2.0). File names, keys and words come from shared
 vocabularies and vary per task, so a policy has to read them from the instruction and the observations.
-Answer values and ports are disjoint between training and each test split (interleaved: their remainder mod 5),
+Answer values and ports are disjoint between training and each test split (interleaved: their digit sum mod 5),
 so no test answer occurs in training. The same seed writes the same bytes.
 """
 
@@ -45,10 +45,11 @@ class SplitParams:
 
 
 def _residues(low: int, high: int, residues: tuple[int, ...]) -> tuple[int, ...]:
-    """The numbers in [low, high) whose remainder mod 5 is in `residues`. Splits interleave instead of taking
-    ranges of their own, so every split's numbers look alike (a test value is not the only one starting with 8)
-    and a policy that copies values does not meet digits it never wrote."""
-    return tuple(n for n in range(low, high) if n % 5 in residues)
+    """The numbers in [low, high) whose digit sum mod 5 is in `residues`. Splits interleave instead of taking
+    ranges of their own, and by digit sum rather than by the number's own remainder, so every digit occurs at
+    every position in every split: a policy that copies a test value writes no digit where training never had it
+    (by remainder, a test value's last digit was one training never ended on)."""
+    return tuple(n for n in range(low, high) if sum(map(int, str(n))) % 5 in residues)
 
 
 TRAINING, TB20, TB21 = (0, 1, 2), (3,), (4,)
