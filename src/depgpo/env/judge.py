@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from depgpo.env.sandbox import SandboxLayout, SandboxLimits, verifier_argv
-from depgpo.env.shell import ShellSession, _descendants
+from depgpo.env.shell import ShellSession, _descendants, wait_exit
 from depgpo.env.strace_flags import MARK_DIR
 from depgpo.env.trace_parser import TraceParser
 from depgpo.env.trace_state import PATH_KINDS, RECORD_KINDS, ProcInfo, SegmentEffects
@@ -58,7 +58,7 @@ def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSessi
         pid_map = _agent_pids_in_p1(p1_init)
         error, exit_code = None, None
         try:
-            exit_code = proc.wait(timeout=timeout)
+            exit_code = wait_exit(proc, timeout)
         except subprocess.TimeoutExpired:
             error = f"verifier timed out after {timeout}s"
         _kill_tree(proc)
@@ -128,7 +128,7 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     try:
-        proc.wait(timeout=10)
+        wait_exit(proc, timeout=10)
     except subprocess.TimeoutExpired:
         pass
 

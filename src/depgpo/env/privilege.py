@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from depgpo.env.mount_api import mount
+
 PRIVILEGES = ("auto", "root", "rootless")
 ROOTLESS_HOST_NOTE = ("rootless on the host's root: its system files are host root's, so the agent cannot change "
                       "them (copy-on-write needs root or an image: docs/sandbox.md#privilege)")
@@ -197,9 +199,10 @@ class Namespaces:
         if self.holder is None:
             return 0
         inode = os.stat(f"/proc/{self.holder.pid}/ns/user").st_ino
-        deadline = time.monotonic() + 5  # the kernel ends a killed pid namespace's processes asynchronously
-        while processes_in_userns(inode, children=True) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        deadline, pause = time.monotonic() + 5, 0.001  # the kernel ends a killed pid namespace's processes
+        while processes_in_userns(inode, children=True) and time.monotonic() < deadline:  # asynchronously
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
         survivors = processes_in_userns(inode, children=True)
         for pid in [*survivors, *processes_in_userns(inode)]:  # then the chain around them (strace, sandbox_init)
             if pid != self.holder.pid:
@@ -312,10 +315,10 @@ def processes_in_userns(inode: int, children: bool = False) -> list[int]:
 def mount_tmpfs(directory: Path, options: str, what: str) -> None:
     """A tmpfs at `directory` in the host's mount namespace (the harness reads the episode's files from there);
     unmounted by sandbox.remove_layout, or by sandbox.sweep_leftovers after a crash."""
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "depgpo-episode", str(directory)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"cannot mount {what} (tmpfs {options}) at {directory}: {done.stderr.strip()}")
+    try:
+        mount("depgpo-episode", str(directory), "tmpfs", options)
+    except OSError as e:
+        raise RuntimeError(f"cannot mount {what} (tmpfs {options}) at {directory}: {e}") from e
 
 
 def owned_private_dir(path: Path, mode: int = 0o700) -> Path:
@@ -421,9 +424,10 @@ def processes_of_uid(uid: int) -> list[int]:
 def reap_uid(uid: int, wait_s: float = 5.0) -> int:
     """Root: make sure nothing of an episode runs on after its pid namespace was killed; returns how many had to
     be killed here. The kernel kills the namespace's processes asynchronously, so first give it a moment."""
-    deadline = time.monotonic() + wait_s
+    deadline, pause = time.monotonic() + wait_s, 0.001
     while processes_of_uid(uid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(pause)  # short at first: the namespace is usually gone within milliseconds of its init
+        pause = min(pause * 2, 0.05)
     survivors = processes_of_uid(uid)
     for pid in survivors:
         try:

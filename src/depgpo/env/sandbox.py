@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from depgpo.env.images import TOP_LEVEL_SYSTEM_DIRS, top_level_links
+from depgpo.env.mount_api import detach
 from depgpo.env.privilege import Namespaces, Privilege, resolve, sweep_cgroups
 from depgpo.env.strace_flags import MARK_DIR, strace_argv
 from depgpo.trajectory.scope import HARNESS_DIRS, PSEUDO_DIRS, is_under
@@ -81,6 +83,22 @@ def checked_workdir(workdir: str) -> str:
     return normal
 
 
+# Memoised: the tampering checks and the stat walk ask for these paths thousands of times per episode, and pathlib
+# builds each anew. Both depend only on their arguments; the mapping is read-only since it is shared.
+@lru_cache(maxsize=1024)
+def _seen_from(view: str, root: Path, name: str) -> Path:
+    """root/name as the harness reaches it: through the holder's /proc/PID/root (rootless, `view`), else as is."""
+    return Path(view + str(root / name))
+
+
+@lru_cache(maxsize=1024)
+def _writable_mounts(fs: Path, workdir: str) -> Mapping[str, Path]:
+    mounts = {"/tmp": fs / "tmp", "/root": fs / "home_root", "/home": fs / "home", "/run": fs / "run"}
+    if not is_under(workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
+        mounts = {workdir: fs / "app", **mounts}
+    return MappingProxyType(mounts)
+
+
 @dataclass
 class SandboxLayout:
     """Host-side directories of one episode; everything the episode can write lives under `root`."""
@@ -118,7 +136,7 @@ class SandboxLayout:
     def fs(self) -> Path:
         """Everything the episode can write lives here: one tmpfs (the disk limit), or a plain directory. The
         harness's path to it: rootless, through the holder's /proc/PID/root (the tmpfs is mounted only there)."""
-        return Path(self.namespaces.view + str(self.root / "fs"))
+        return _seen_from(self.namespaces.view, self.root, "fs")
 
     def inside(self, path: Path) -> str:
         """`path` (the harness's, as `fs` and `traces` give it) as the episode's namespaces name it."""
@@ -127,16 +145,12 @@ class SandboxLayout:
     @property
     def rootfs(self) -> Path:
         """The sandbox's `/`: mount points and system symlinks owned by host root, new top-level entries the agent's."""
-        return self.fs / "rootfs"
+        return _seen_from(self.namespaces.view, self.root, "fs/rootfs")
 
     # Writable sandbox locations backed by host directories, so the harness can read what commands wrote.
     @property
-    def writable(self) -> dict[str, Path]:
-        mounts = {"/tmp": self.fs / "tmp", "/root": self.fs / "home_root", "/home": self.fs / "home",
-                  "/run": self.fs / "run"}
-        if is_under(self.workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
-            return mounts
-        return {self.workdir: self.fs / "app", **mounts}
+    def writable(self) -> Mapping[str, Path]:
+        return _writable_mounts(self.fs, self.workdir)
 
     @property
     def tests_dir(self) -> Path:      # mounted read-only at /tests in the verifier's mount namespace only
@@ -148,12 +162,12 @@ class SandboxLayout:
 
     @property
     def upper(self) -> Path:
-        return self.fs / "upper"
+        return _seen_from(self.namespaces.view, self.root, "fs/upper")
 
     @property
     def traces(self) -> Path:
         """The strace logs: a tmpfs of limits.trace_bytes (or a plain directory); the harness's path, as `fs`."""
-        return Path(self.namespaces.view + str(self.root / "trace"))
+        return _seen_from(self.namespaces.view, self.root, "trace")
 
     @property
     def trace_log(self) -> Path:
@@ -347,12 +361,11 @@ def verifier_argv(layout: SandboxLayout, limits: SandboxLimits, p1_init: int, ne
 
 def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
     """The shell's whole chain: [nsenter into the holder ->] unshare (M1, P1) -> sandbox_init -> inner_argv."""
-    spec = json.dumps({"layout": {"root": str(layout.root), "fs": layout.inside(layout.fs), "uid": layout.uid,
-                                  "system_root": str(layout.system_root), "cow_dirs": list(layout.cow_dirs),
-                                  "lower": layout.privilege.system_dirs(layout.system_root == Path("/")),
-                                  "stderr": str(layout.root / "strace.err")},
-                       "argv": inner_argv(layout, limits, traced)})
-    return [*layout.privilege.outer_argv(layout.namespaces), sys.executable, "-m", "depgpo.env.sandbox_init", spec]
+    layout_args = [str(layout.root), layout.inside(layout.fs), str(layout.uid), str(layout.system_root),
+                   layout.privilege.system_dirs(layout.system_root == Path("/")), str(layout.root / "strace.err"),
+                   *layout.cow_dirs]  # sandbox_init.main reads them in this order
+    return [*layout.privilege.outer_argv(layout.namespaces), sys.executable, "-m", "depgpo.env.sandbox_init",
+            *layout_args, "--", *inner_argv(layout, limits, traced)]
 
 
 def remove_layout(layout: SandboxLayout) -> None:
@@ -365,7 +378,10 @@ def remove_episode_dir(root: Path) -> None:
     directory tree, however deep."""
     for mounted in (root / "fs", root / "trace"):
         if os.path.ismount(mounted):
-            subprocess.run(["umount", "--lazy", str(mounted)], capture_output=True)
+            try:
+                detach(str(mounted))
+            except OSError:
+                pass  # as `umount --lazy` failing was: rm below stays on this file system (--one-file-system)
     if os.getuid() != 0:  # an owner without CAP_DAC_OVERRIDE cannot delete below a directory it made mode 000
         subprocess.run(["chmod", "-R", "u+rwx", "--", str(root)], capture_output=True)
     # rm copes with any depth and any bytes in names (shutil.rmtree recurses, and a 1,200-deep chain overflows it)

@@ -7,38 +7,43 @@ namespaces: M1 holds the overlays and P1's /proc, from which the agent's process
 Kept import-light: it runs once per episode on the critical path.
 """
 
-import json
 import os
 import sys
 
-from depgpo.env.mount_api import idmapped_bind, readonly_rbind
+from depgpo.env.mount_api import idmapped_bind, mount, readonly_rbind, userns_fd
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
-    layout = spec["layout"]
-    root, fs, uid, system = layout["root"], layout["fs"], layout["uid"], layout["system_root"].rstrip("/")
-    for name in layout["cow_dirs"]:
+    # argv (sandbox.launcher_argv): ROOT FS UID SYSTEM_ROOT LOWER STDERR COW_DIR... -- INNER_ARGV... (no JSON: its
+    # import, with `re`, costs more than the rest of this process's start)
+    root, fs, uid, system, lower_kind, stderr, *rest = sys.argv[1:]
+    split = rest.index("--")
+    cow_dirs, inner = rest[:split], rest[split + 1:]
+    system, ns_fd = system.rstrip("/"), None
+    for name in cow_dirs:
         lower, merged = f"{root}/lower/{name}", f"{root}/merged/{name}"
         upper, work = f"{fs}/upper/{name}", f"{fs}/work/{name}"
-        if layout["lower"] == "read-only":  # rootless on the host's root (privilege.Privilege.system_dirs)
+        if lower_kind == "read-only":  # rootless on the host's root (privilege.Privilege.system_dirs)
             readonly_rbind(f"{system}/{name}", merged)
             continue
-        if layout["lower"] == "idmapped":  # root: host 0 appears as the episode uid, which may then copy it up
-            idmapped_bind(f"{system}/{name}", lower, uid)  # the host's /usr, or an unpacked image's
+        if lower_kind == "idmapped":  # root: host 0 appears as the episode uid, which may then copy it up
+            ns_fd = userns_fd(int(uid)) if ns_fd is None else ns_fd  # one idmap serves every lower
+            idmapped_bind(f"{system}/{name}", lower, ns_fd)  # the host's /usr, or an unpacked image's
         else:  # rootless in an image the user unpacked: its files are root's inside already
             lower = f"{system}/{name}"
-        opts = f"lowerdir={lower},upperdir={upper},workdir={work}"
-        rc = os.spawnvp(os.P_WAIT, "mount", ["mount", "-t", "overlay", "overlay", "-o", opts, merged])
-        if rc != 0:
-            sys.exit(f"depgpo sandbox: overlay mount of /{name} failed (mount exit {rc})")
+        try:
+            mount("overlay", merged, "overlay", f"lowerdir={lower},upperdir={upper},workdir={work}")
+        except OSError as e:
+            sys.exit(f"depgpo sandbox: overlay mount of /{name} failed ({e})")
+    if ns_fd is not None:
+        os.close(ns_fd)
     # strace's own messages ("Exit of unknown pid") must not reach the agent's terminal.
-    err = os.open(layout["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    err = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(err, 2)
     os.close(err)
     child = os.fork()
     if child == 0:
-        os.execvp(spec["argv"][0], spec["argv"])
+        os.execvp(inner[0], inner)
     # Init of P1: reap whatever is reparented here (the verifier's orphans), and end with the agent's chain.
     while True:
         pid, status = os.wait()

@@ -255,7 +255,7 @@ class ShellSession:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         try:
-            self.proc.wait(timeout=10)
+            wait_exit(self.proc, timeout=10)
         except subprocess.TimeoutExpired:
             pass
         try:
@@ -267,6 +267,20 @@ class ShellSession:
 def _mark_line(mark: int, nonce: str) -> str:
     # `: _` afterwards: bash's $_ would otherwise hold the nonce for the next command to read.
     return f"__depgpo_mark {mark} {nonce}; : _\n"
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
+    """proc.wait(timeout), woken by the exit itself: Popen.wait with a timeout polls, sleeping up to 50 ms past it.
+    Raises subprocess.TimeoutExpired as Popen.wait does."""
+    if proc.poll() is not None:
+        return proc.returncode
+    pidfd = os.pidfd_open(proc.pid)  # our unreaped child: its pid cannot have been reused
+    try:
+        if not select.select([pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(pidfd)
+    return proc.wait()
 
 
 def _descendants(pid: int) -> list[int]:
