@@ -7,7 +7,7 @@
         --reference /tmp/copy/r2.json --variants 1 scale=tiny
     .venv/bin/python bench/tiny_copying.py --train /tmp/copy/train.jsonl --held /tmp/copy/held.jsonl \
         [--hidden 128 --layers 3 --steps 800 --batch 4 --lr 3e-3 --schedule cosine --loss-on assistant --save DIR]
-        [--copy-steps 1500 --copy-mix 0.5]   # induction pretraining on random token strings written twice
+        [--copy-steps 400 --copy-batch 64 --copy-mix 0.5]  # induction: random strings written twice
 
 The same tokenizer and model as `depgpo sft` (depgpo.train.sft.build_tiny_policy), trained with AdamW; every 100
 steps it prints the training loss and, on the held-out conversations (tasks the model never saw: other values, names
@@ -68,6 +68,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--copy-steps", type=int, default=0, help="induction pretraining steps before SFT")
     parser.add_argument("--copy-mix", type=float, default=0.0, help="fraction of SFT steps that are copying batches")
+    parser.add_argument("--copy-batch", type=int, default=16, help="strings per copying batch (64 forms induction "
+                        "heads within 400 steps, 16 not within 3,000: docs/results.md)")
     parser.add_argument("--save")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -96,17 +98,7 @@ def main() -> None:
     special = set(tokenizer.all_special_ids)
     pool = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
 
-    def copy_batch(batch: int = 16):
-        """Random token strings written twice; the loss is on the second copy (trains induction heads)."""
-        rows = []
-        for _ in range(batch):
-            n = int(torch.randint(6, 48, (1,), generator=shuffle))
-            first = pool[torch.randint(len(pool), (n,), generator=shuffle)].tolist()
-            rows.append((first + first, [IGNORE_INDEX] * (n + 1) + first[1:]))
-        return _pad(rows)
-
-    def copy_step():
-        ids, mask, labels = copy_batch()
+    def train_step(ids, mask, labels) -> float:
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         optimizer.zero_grad()
         loss.backward()
@@ -114,10 +106,19 @@ def main() -> None:
         optimizer.step()
         return loss.item()
 
+    def copy_batch():
+        """Random token strings written twice; the loss is on the second copy (trains induction heads)."""
+        rows = []
+        for _ in range(args.copy_batch):
+            n = int(torch.randint(6, 48, (1,), generator=shuffle))
+            first = pool[torch.randint(len(pool), (n,), generator=shuffle)].tolist()
+            rows.append((first + first, [IGNORE_INDEX] * (n + 1) + first[1:]))
+        return _pad(rows)
+
+    for group in optimizer.param_groups:  # constant lr while copying; SFT's schedule starts after
+        group["lr"] = args.lr
     for copy in range(args.copy_steps):
-        for group in optimizer.param_groups:
-            group["lr"] = args.lr
-        copy_loss = copy_step()
+        copy_loss = train_step(*copy_batch())
         if (copy + 1) % 100 == 0:
             print(f"copy {copy + 1:5d}  {time.perf_counter() - start:5.0f} s  loss {copy_loss:.3f}", flush=True)
     while step < args.steps:
@@ -127,18 +128,13 @@ def main() -> None:
                 break
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step)
-            ids, mask, labels = _pad([examples[i] for i in order[first:first + args.batch]])
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            loss = train_step(*_pad([examples[i] for i in order[first:first + args.batch]]))
             step += 1
             if args.copy_mix and torch.rand(1, generator=shuffle).item() < args.copy_mix:
-                copy_step()
+                train_step(*copy_batch())
             if step % 100 == 0 or step == args.steps:
                 held_loss, accuracy = held_out(model, held_examples)
-                print(f"step {step:5d}  {time.perf_counter() - start:5.0f} s  train loss {loss.item():.3f}  "
+                print(f"step {step:5d}  {time.perf_counter() - start:5.0f} s  train loss {loss:.3f}  "
                       f"held-out loss {held_loss:.3f}  held-out accuracy {accuracy:.3f}", flush=True)
     if args.save:
         save_policy(model, tokenizer, args.save)
