@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow,
                                  reason="vLLM is not installed (envs/setup.sh test installs its CPU build)")]
 
 OVERRIDES = ["scale=ci"]
-K = 4  # trajectories per task: enough that a group of the fixture policy mixes rewards (it did not at 2)
+K = 4  # trajectories per task (the advantage test makes a group mix rewards where the fixture policy's do not)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,15 @@ def test_verls_advantage_computation_runs_our_estimators_on_the_batch(served, ro
     from depgpo.train.verl_config import compose_verl_config
 
     data = rollout_batch.select(deepcopy=True)
-    data.batch["token_level_rewards"] = data.batch["rm_scores"]
+    data.batch["token_level_rewards"] = scores = data.batch["rm_scores"].clone()
+    groups = [list(range(group * K, (group + 1) * K)) for group in range(2)]
+    if not any(len(set(scores[rows].sum(-1).tolist())) > 1 for rows in groups):
+        # The fixture policy's groups need not mix rewards (whether they do changes with the generated tasks' values):
+        # flip the first trajectory's verifier reward, so that the sign checks below always have a group to check.
+        last = int(data.batch["response_mask"][0].nonzero().max())
+        flipped = 1.0 - float(scores[0].sum())
+        scores[0] = 0.0
+        scores[0, last] = flipped
     cfg = compose([*OVERRIDES, f"method={estimator}"])
     algorithm = compose_verl_config(cfg, policy=str(served[1])).algorithm  # what verl's trainer passes
     keys = ("turn_ids", "step_factors", "anchor_keys")
@@ -149,9 +157,8 @@ def test_verls_advantage_computation_runs_our_estimators_on_the_batch(served, ro
     advantages, mask = data.batch["advantages"], data.batch["response_mask"]
     assert advantages.shape == mask.shape and torch.isfinite(advantages).all()
     assert (advantages[mask == 0] == 0).all()
-    rewards = data.batch["rm_scores"].sum(-1)
-    groups = [list(range(group * K, (group + 1) * K)) for group in range(2)]
-    assert any(len(set(rewards[rows].tolist())) > 1 for rows in groups), "no group with mixed rewards to check"
+    rewards = scores.sum(-1)
+    assert any(len(set(rewards[rows].tolist())) > 1 for rows in groups)
     if estimator != "depgpo":
         return
     for group in range(2):  # DepGPO: each token's advantage is the trajectory's GRPO advantage times a factor >= 0
