@@ -28,6 +28,7 @@ import torch
 
 from depgpo.policy.chat import conversation_segments, messages_to_turns
 from depgpo.policy.model import save_policy
+from depgpo.train.induction import copy_examples, written_tokens
 from depgpo.train.sft import IGNORE_INDEX, _pad, build_tiny_policy, encode_segments
 
 
@@ -70,6 +71,10 @@ def main() -> None:
     parser.add_argument("--copy-mix", type=float, default=0.0, help="fraction of SFT steps that are copying batches")
     parser.add_argument("--copy-batch", type=int, default=16, help="strings per copying batch (64 forms induction "
                         "heads within 400 steps, 16 not within 3,000: docs/results.md)")
+    parser.add_argument("--copy-pool", choices=("all", "written"), default="all",
+                        help="tokens the copied strings are drawn from: the whole vocabulary, or those the "
+                        "training conversations' assistant turns write")
+    parser.add_argument("--copy-lr", type=float, help="constant lr of the copying steps before SFT (default --lr)")
     parser.add_argument("--save")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -96,7 +101,11 @@ def main() -> None:
     shuffle, step, start = torch.Generator().manual_seed(0), 0, time.perf_counter()
     model.train()
     special = set(tokenizer.all_special_ids)
-    pool = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
+    if args.copy_pool == "written":
+        pool = written_tokens(examples, special)
+    else:
+        pool = [i for i in range(len(tokenizer)) if i not in special]
+    print(f"copied strings draw from {len(pool)} tokens")
 
     def train_step(ids, mask, labels) -> float:
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
@@ -108,15 +117,10 @@ def main() -> None:
 
     def copy_batch():
         """Random token strings written twice; the loss is on the second copy (trains induction heads)."""
-        rows = []
-        for _ in range(args.copy_batch):
-            n = int(torch.randint(6, 48, (1,), generator=shuffle))
-            first = pool[torch.randint(len(pool), (n,), generator=shuffle)].tolist()
-            rows.append((first + first, [IGNORE_INDEX] * (n + 1) + first[1:]))
-        return _pad(rows)
+        return _pad(copy_examples(pool, args.copy_batch, shuffle))
 
     for group in optimizer.param_groups:  # constant lr while copying; SFT's schedule starts after
-        group["lr"] = args.lr
+        group["lr"] = args.lr if args.copy_lr is None else args.copy_lr
     for copy in range(args.copy_steps):
         copy_loss = train_step(*copy_batch())
         if (copy + 1) % 100 == 0:

@@ -39,9 +39,13 @@ def depgpo_sft(argv: list[str]) -> int:
     return stages.run_sft(parser.parse_args(argv))
 
 
+# Plain SFT (the tiny scale adds copying steps and a cosine lr: tests/train/test_induction.py)
+PLAIN = ["sft.schedule=constant", "sft.copy.steps=0", "sft.copy.mix=0"]
+
+
 def sft_config(overrides: list[str]):
     """The tiny scale, with the observation limit these hand-made conversations were tokenized with."""
-    return compose(["scale=tiny", "agent.observation_chars=1000", "model.max_positions=4096", *overrides])
+    return compose(["scale=tiny", "agent.observation_chars=1000", "model.max_positions=4096", *PLAIN, *overrides])
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +108,7 @@ def test_loss_is_on_assistant_tokens_only(trained):
 def test_cli_runs_with_overrides_and_is_deterministic(data_file, tmp_path, capsys):
     for run in ("a", "b"):
         assert depgpo_sft(["--data", str(data_file), "--out", str(tmp_path / run),
-                            "sft.epochs=1", "sft.batch_size=10", "model.hidden=32"]) == 0
+                            "sft.epochs=1", "sft.batch_size=10", "model.hidden=32", *PLAIN]) == 0
     assert (tmp_path / "a" / "metrics.jsonl").read_text().count("\n") == 3
     losses = [[json.loads(line)["loss"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
               for run in ("a", "b")]

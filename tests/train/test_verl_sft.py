@@ -35,6 +35,9 @@ def bash_call(call_id: str, command: str) -> dict:
     return {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function", "function": call}]}
 
 
+# verl's trainer has no copying steps (the tiny scale's sft.copy): verl_sft refuses them
+NO_COPY = ["sft.copy.steps=0", "sft.copy.mix=0"]
+
 CONVERSATIONS = [
     {"task": "greet", "messages": [
         {"role": "user", "content": "Write hello to /app/greeting.txt"},
@@ -89,7 +92,7 @@ def test_observation_cut_and_length_follow_our_config(data):
     assert len(full[0][0]) < first_written[1]  # the second conversation's long prompt outlasts the whole first one
 
     def dataset(max_seq_len: int) -> ConversationDataset:
-        cfg = compose(["scale=tiny", "agent.observation_chars=100", f"sft.max_seq_len={max_seq_len}"])
+        cfg = compose(["scale=tiny", *NO_COPY, "agent.observation_chars=100", f"sft.max_seq_len={max_seq_len}"])
         verl_cfg = compose_verl_sft_config(cfg, model_path="/models/policy", train_parquet=str(parquet),
                                            out_dir="/tmp/unused")
         assert verl_cfg.data.observation_chars == 100 and verl_cfg.data.max_length == max_seq_len
@@ -112,6 +115,12 @@ def test_paper_sft_maps_table5_onto_verl():
     assert verl_cfg.trainer.total_epochs == 1 and verl_cfg.data.max_length == cfg.data.max_seq_len
     assert verl_cfg.trainer.n_gpus_per_node == 6 and verl_cfg.optim.lr == cfg.sft.lr
     assert "hf_model" in verl_cfg.checkpoint.save_contents  # RL and evaluation read a Hugging Face directory
+    assert verl_cfg.optim.lr_scheduler_type == cfg.sft.schedule
+    tiny = compose(["scale=tiny", *NO_COPY, "sft.warmup_steps=7"])
+    tiny_verl = compose_verl_sft_config(tiny, model_path="/m", train_parquet="/t", out_dir="/o")
+    assert tiny_verl.optim.lr_scheduler_type == "cosine" and tiny_verl.optim.lr_warmup_steps == 7
+    with pytest.raises(ValueError, match="sft.copy.steps=300, sft.copy.mix=0.25: .* set both to 0"):
+        compose_verl_sft_config(compose(["scale=tiny"]), model_path="/m", train_parquet="/t", out_dir="/o")
     with pytest.raises(Exception, match="no_such_key"):  # struct mode: an unknown key fails composition
         compose_verl_sft_config(compose(["scale=paper", "sft.verl_overrides=['trainer.no_such_key=1']"]),
                                 model_path="/m", train_parquet="/t", out_dir="/o")
@@ -190,7 +199,7 @@ def main(root: Path) -> None:
     out = root / "sft"
     jsonl = root / "conversations.jsonl"
     jsonl.write_text("".join(json.dumps(c) + "\n" for c in CONVERSATIONS))
-    cfg = compose(["scale=tiny", "sft.epochs=30", "sft.batch_size=2", CPU_VERL])
+    cfg = compose(["scale=tiny", *NO_COPY, "sft.epochs=30", "sft.batch_size=2", CPU_VERL])
     write_parquet(jsonl, out / "verl_data" / "train.parquet")
     start = initial_model(cfg, jsonl, out)
     run_sft(compose_verl_sft_config(cfg, model_path=start, train_parquet=str(out / "verl_data" / "train.parquet"),

@@ -14,12 +14,13 @@ rule sft:
         depgpo=gpu_stage("sft"),
         out=lambda wildcards, output: os.path.dirname(output[0]),
         overrides=setting_overrides,
+    threads: 2  # no episode runs beside SFT, so both cores go to the policy on a CPU run (fewer with --cores 1)
     resources:
         gpu=1,
     conda:
         "../../envs/gpu-train.yaml"
     shell:
-        "{params.depgpo} sft --data {input} --out {params.out} {params.overrides} > {log} 2>&1"
+        "{params.depgpo} sft --data {input} --out {params.out} torch_threads={threads} {params.overrides} > {log} 2>&1"
 
 
 rule filter:

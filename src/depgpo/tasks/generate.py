@@ -121,7 +121,8 @@ class Draw:
 # --- families --------------------------------------------------------------------------------------------------
 # Each returns the family's part of a task; `build_task` adds the unrelated file and the distractors. Oracles look
 # before they act and check after (`ls`, `cat`), as agents do: exploratory reads that credit should not pay, beside
-# reads whose output the answer needs (supporting_read, copy_value, append_chain, config_edit's old line).
+# reads whose output the answer needs (supporting_read, copy_value, append_chain, config_edit's old line), and back
+# up a file before editing it (`cp` to /tmp: a write outside E). Five commands each.
 # Every value that reaches a command is a plain token (letters, digits, - _ = .), so no quoting is needed.
 
 
@@ -153,7 +154,8 @@ def supporting_read(draw: Draw) -> TaskSpec:
         instruction=instruction,
         files={data_file: listing},
         checks=[FileLines("/app/answer.txt", (str(value),))],
-        oracle=["ls /app", f"cat /app/{data_file}", f"echo {value} > /app/answer.txt", "cat /app/answer.txt"],
+        oracle=["ls /app", f"cat /app/{data_file}", f"grep {key} /app/{data_file}", f"echo {value} > /app/answer.txt",
+                "cat /app/answer.txt"],
         wrong=[f"cat /app/{data_file}", f"echo {_next(values, value)} > /app/answer.txt"],  # the next line's
         record="/app/answer.txt",
     )
@@ -173,7 +175,7 @@ def script_then_run(draw: Draw) -> TaskSpec:
         files={},
         # Only the output is checked: the script earns its credit through the run that reads it (indirect write).
         checks=[FileLines(f"/app/{output}", (line,))],
-        oracle=["ls /app", write_script, f"sh /app/{script}", f"cat /app/{output}"],
+        oracle=["ls /app", write_script, f"cat /app/{script}", f"sh /app/{script}", f"cat /app/{output}"],
         wrong=[write_script],  # never runs it
         record=f"/app/{output}",
     )
@@ -202,8 +204,8 @@ def config_edit(draw: Draw) -> TaskSpec:
         instruction=instruction,
         files={config: "".join(line + "\n" for line in _set(settings, key, old))},
         checks=[FileLines(f"/app/{config}", _set(settings, key, new))],
-        oracle=["ls /app", f"cat /app/{config}", f"sed -i 's/^{key} = {old}$/{key} = {new}/' /app/{config}",
-                f"cat /app/{config}"],
+        oracle=["ls /app", f"cat /app/{config}", f"cp /app/{config} /tmp/{config}.bak",
+                f"sed -i 's/^{key} = {old}$/{key} = {new}/' /app/{config}", f"cat /app/{config}"],
         wrong=[f"echo '{key} = {new}' > /app/{config}"],  # rewrites the whole file
         record=f"/app/{config}",
     )
@@ -225,7 +227,7 @@ def copy_value(draw: Draw) -> TaskSpec:
         files={source: listing,
                config: "".join(line + "\n" for line in _set(settings, key, old))},
         checks=[FileLines(f"/app/{config}", _set(settings, key, value))],
-        oracle=[f"cat /app/{source}", f"cat /app/{config}",
+        oracle=[f"cat /app/{source}", f"cat /app/{config}", f"cp /app/{config} /tmp/{config}.bak",
                 f"sed -i 's/^{key} = {old}$/{key} = {value}/' /app/{config}", f"cat /app/{config}"],
         wrong=[f"cat /app/{source}", f"cat /app/{config}",
                f"sed -i 's/^{key} = {old}$/{key} = {_next(_values(listing), value)}/' /app/{config}"],
@@ -247,7 +249,7 @@ def append_chain(draw: Draw) -> TaskSpec:
         instruction=instruction,
         files={data_file: listing},
         checks=[FileLines(f"/app/{output}", (header, str(value)))],
-        oracle=[f"echo {header} > /app/{output}", f"cat /app/{data_file}", f"echo {value} >> /app/{output}",
+        oracle=["ls /app", f"echo {header} > /app/{output}", f"cat /app/{data_file}", f"echo {value} >> /app/{output}",
                 f"cat /app/{output}"],
         wrong=[f"echo {header} > /app/{output}", f"echo {value} > /app/{output}"],  # overwrites the first line
         record=f"/app/{output}",
@@ -267,7 +269,8 @@ def delete_recreate(draw: Draw) -> TaskSpec:
         instruction=instruction,
         files={output: f"{stale_word}-{draw.small_number()}\n"},
         checks=[FileLines(f"/app/{output}", (content,))],
-        oracle=[f"cat /app/{output}", f"rm /app/{output}", f"echo {content} > /app/{output}", f"cat /app/{output}"],
+        oracle=["ls /app", f"cat /app/{output}", f"rm /app/{output}", f"echo {content} > /app/{output}",
+                f"cat /app/{output}"],
         wrong=[f"echo {content} >> /app/{output}"],  # appends to the stale content
         record=f"/app/{output}",
     )
@@ -294,7 +297,8 @@ def server_port(draw: Draw) -> TaskSpec:
         files={"site/index.html": f"<h1>{draw.pick(WORDS)}</h1>\n"},
         # The verifier waits up to 2 s for the port: a server the agent started has had its 0.5 s and more by then.
         checks=[Served(port, page, token)],
-        oracle=["ls /app/site", write_page, f"cat /app/site/{page}", serve.format(port=port, root="/app/site")],
+        oracle=["ls /app", "ls /app/site", write_page, f"cat /app/site/{page}",
+                serve.format(port=port, root="/app/site")],
         wrong=[write_page, serve.format(port=port, root="/app")],  # serves the parent directory: 404
         record=f"tcp:{port}",
     )
@@ -313,7 +317,7 @@ def required_deletion(draw: Draw) -> TaskSpec:
         instruction=instruction,
         files={junk: f"{draw.pick(WORDS)}\n", keep: keep_content + "\n"},
         checks=[Absent(f"/app/{junk}"), FileLines(f"/app/{keep}", (keep_content,))],
-        oracle=["ls /app", f"cat /app/{keep}", f"rm /app/{junk}", "ls /app"],
+        oracle=["ls /app", f"cat /app/{keep}", f"cat /app/{junk}", f"rm /app/{junk}", "ls /app"],
         wrong=[f"rm /app/{keep}"],  # deletes the wrong file
         record=f"/app/{junk}",
     )

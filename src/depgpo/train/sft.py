@@ -10,6 +10,7 @@ its context during RL, so the assistant tokens trained on here are the tokens th
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -24,9 +25,10 @@ from depgpo.policy.generate import tokenize
 from depgpo.policy.device import resolve_device
 from depgpo.policy.model import build_tiny_qwen3, load_smollm2, save_policy, train_tokenizer
 from depgpo.train.checkpoint import replace_dir, staging_dir
+# IGNORE_INDEX: the label of tokens without loss (prompt, template, observations, padding)
+from depgpo.train.induction import IGNORE_INDEX, copy_examples, written_tokens
 from depgpo.train.sft_import import read_conversations
 
-IGNORE_INDEX = -100  # label of tokens without loss (prompt, template, observations, padding)
 
 
 def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfig) -> Path:
@@ -50,7 +52,8 @@ def run_sft(conversations_jsonl: str | Path, out_dir: str | Path, cfg: DictConfi
                              train_cfg["max_seq_len"], str(conversations_jsonl))
 
     out_dir.mkdir(parents=True, exist_ok=True)  # only once the data has been read: bad input writes nothing
-    _train(model.to(resolve_device(cfg.device)), examples, train_cfg, out_dir / "metrics.jsonl")
+    _train(model.to(resolve_device(cfg.device)), examples, train_cfg, out_dir / "metrics.jsonl",
+           set(tokenizer.all_special_ids))
     checkpoint = out_dir / "checkpoint"
     staging = staging_dir(checkpoint)
     shutil.rmtree(staging, ignore_errors=True)
@@ -95,30 +98,58 @@ def encode_segments(tokenizer, segments: list[tuple[str, bool]]) -> tuple[list[i
     return ids, labels
 
 
-def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mapping, metrics_path: Path) -> None:
+def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mapping, metrics_path: Path,
+           special_ids: set[int]) -> None:
+    """AdamW over the examples for `epochs`, after `copy.steps` copying steps (depgpo.train.induction) and with a
+    copying step after a `copy.mix` share of the SFT steps; the lr is constant or a cosine after a linear warm-up."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"])
     shuffle = torch.Generator().manual_seed(train_cfg["seed"])
     batch_size = train_cfg["batch_size"]
+    copy = train_cfg.get("copy") or {"steps": 0, "mix": 0.0}
+    tokens = written_tokens(examples, special_ids) if copy["steps"] or copy["mix"] else []
+    total = train_cfg["epochs"] * math.ceil(len(examples) / batch_size)
     model.train()
     start, step = time.perf_counter(), 0
+
+    def optimise(batch: list[tuple[list[int], list[int]]], lr: float) -> tuple[float, int]:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        input_ids, attention_mask, labels = (t.to(model.device) for t in _pad(batch))
+        # Hugging Face shifts the labels and averages the loss over the labelled tokens of the batch.
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        if train_cfg["grad_clip"]:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["grad_clip"])
+        optimizer.step()
+        return loss.item(), int((labels[:, 1:] != IGNORE_INDEX).sum())
+
     with metrics_path.open("w") as metrics:
+        def log(phase: str, epoch: int, loss: float, tokens_seen: int) -> None:
+            metrics.write(json.dumps({"phase": phase, "step": step, "epoch": epoch, "loss": loss, "tokens": tokens_seen,
+                                      "time_s": round(time.perf_counter() - start, 3)}) + "\n")
+
+        for copy_step in range(copy["steps"]):
+            log("copy", -1, *optimise(copy_examples(tokens, copy["batch"], shuffle), copy["lr"]))
         for epoch in range(train_cfg["epochs"]):
             order = torch.randperm(len(examples), generator=shuffle).tolist()
             for first in range(0, len(order), batch_size):
-                batch = [examples[i] for i in order[first:first + batch_size]]
-                input_ids, attention_mask, labels = (t.to(model.device) for t in _pad(batch))
-                # Hugging Face shifts the labels and averages the loss over the labelled tokens of the batch.
-                loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-                optimizer.zero_grad()
-                loss.backward()
-                if train_cfg["grad_clip"]:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg["grad_clip"])
-                optimizer.step()
+                loss, labelled = optimise([examples[i] for i in order[first:first + batch_size]],
+                                          _lr_at(step, total, train_cfg))
                 step += 1
-                row = {"step": step, "epoch": epoch, "loss": loss.item(),
-                       "tokens": int((labels[:, 1:] != IGNORE_INDEX).sum()),
-                       "time_s": round(time.perf_counter() - start, 3)}
-                metrics.write(json.dumps(row) + "\n")
+                log("sft", epoch, loss, labelled)
+                if copy["mix"] and torch.rand(1, generator=shuffle).item() < copy["mix"]:
+                    log("copy", epoch, *optimise(copy_examples(tokens, copy["batch"], shuffle), copy["lr"]))
+
+
+def _lr_at(step: int, total: int, train_cfg: Mapping) -> float:
+    """sft.lr, constant; or with sft.schedule=cosine a linear warm-up over sft.warmup_steps, then a cosine to 0."""
+    lr, warmup = train_cfg["lr"], train_cfg.get("warmup_steps", 0)
+    if train_cfg.get("schedule", "constant") == "constant":
+        return lr
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    return lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
 
 
 def _pad(batch: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

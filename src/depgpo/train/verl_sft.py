@@ -70,6 +70,10 @@ def verl_sft_overrides(cfg: DictConfig, model_path: str, train_parquet: str, out
     """verl overrides for `sft_trainer_engine.yaml` from our `sft` section (Table 5: micro-batch 1 per device), then
     the user's `sft.verl_overrides` (e.g. the attention kernel)."""
     sft = cfg.sft
+    copy = sft.get("copy") or {}
+    if copy.get("steps") or copy.get("mix"):
+        raise ValueError(f"sft.copy.steps={copy.get('steps')}, sft.copy.mix={copy.get('mix')}: copying steps are for "
+                         "the tiny model trained from scratch (sft.backend=local); set both to 0 for sft.backend=verl")
     overrides = {
         "model.path": model_path,
         "data.train_files": train_parquet,
@@ -85,6 +89,8 @@ def verl_sft_overrides(cfg: DictConfig, model_path: str, train_parquet: str, out
         "optim.lr": sft.lr,
         "optim.weight_decay": sft.weight_decay,
         "optim.clip_grad": sft.grad_clip,
+        "optim.lr_scheduler_type": sft.get("schedule", "constant"),  # verl's names: constant, cosine
+        "optim.lr_warmup_steps": sft.get("warmup_steps", 0) or -1,  # -1: verl's lr_warmup_steps_ratio (0)
         "trainer.total_epochs": sft.epochs,
         "trainer.n_gpus_per_node": n_gpus,
         "trainer.nnodes": 1,
