@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 
 import torch
@@ -29,7 +28,7 @@ import torch
 from depgpo.policy.chat import conversation_segments, messages_to_turns
 from depgpo.policy.model import save_policy
 from depgpo.train.induction import copy_examples, written_tokens
-from depgpo.train.sft import IGNORE_INDEX, _pad, build_tiny_policy, encode_segments
+from depgpo.train.sft import IGNORE_INDEX, _lr_at, _pad, build_tiny_policy, encode_segments
 
 
 def load(path: str, observation_chars: int) -> list[list[tuple[str, bool]]]:
@@ -89,15 +88,7 @@ def main() -> None:
     print(f"parameters {sum(p.numel() for p in model.parameters())}, {len(examples)} conversations of "
           f"{sum(len(ids) for ids, _ in examples) / len(examples):.0f} tokens on average")
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    warmup = 50
-
-    def lr_at(step: int) -> float:
-        if args.schedule == "constant":
-            return args.lr
-        if step < warmup:
-            return args.lr * (step + 1) / warmup
-        return args.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, args.steps - warmup)))
-
+    schedule = {"lr": args.lr, "schedule": args.schedule, "warmup_steps": 50}  # as depgpo sft's sft.* keys
     shuffle, step, start = torch.Generator().manual_seed(0), 0, time.perf_counter()
     model.train()
     special = set(tokenizer.all_special_ids)
@@ -131,7 +122,7 @@ def main() -> None:
             if step >= args.steps:
                 break
             for group in optimizer.param_groups:
-                group["lr"] = lr_at(step)
+                group["lr"] = _lr_at(step, args.steps, schedule)
             loss = train_step(*_pad([examples[i] for i in order[first:first + args.batch]]))
             step += 1
             if args.copy_mix and torch.rand(1, generator=shuffle).item() < args.copy_mix:
