@@ -355,6 +355,17 @@ def test_verifier_sees_files_the_agents_server_read_for_it(shell, port):
 
 @needs_strace
 @pytest.mark.sandbox
+def test_a_refused_connect_still_probed_the_port(shell, port):
+    # The generated verifiers' probe (bash's /dev/tcp): nothing listens, so every connect is ECONNREFUSED. The
+    # verifier still inspected tcp:PORT, as a lookup that finds no file is `missing`.
+    probe = f"exec 3<>/dev/tcp/127.0.0.1/{port} || echo closed"
+    assert shell.run(probe).ports_connected == {f"tcp:{port}"}
+    verifier = shell.verify(probe)
+    assert verifier.ports_connected == {f"tcp:{port}"}
+
+
+@needs_strace
+@pytest.mark.sandbox
 def test_nested_bash_takes_over_as_the_shell(shell):
     opened = shell.run("bash --norc --noprofile")  # reads the following commands, marks included
     inner_write = shell.run("echo x > nested.txt")

@@ -178,3 +178,9 @@ def test_oracle_passes_with_distractors_and_wrong_answer_fails(tmp_path, family,
 
     _, wrong_verifier = run_episode(task_dir, spec.wrong)
     assert wrong_verifier["reward"] == 0.0, wrong_verifier["output"]
+
+    # An agent that does nothing: the verifier's trace still shows the record it looked for (a closed port is a
+    # refused connect), so E never falls back to the text of the verifier.
+    _, idle = run_episode(task_dir, [])
+    assert idle["reward"] == 0.0 and idle["E_source"] == "trace", idle
+    assert spec.record in idle["E"], idle["E_detail"]

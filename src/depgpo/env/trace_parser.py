@@ -17,8 +17,10 @@ Attribution (docs/sandbox.md#layout):
   `AT_FDCWD</cwd>` decoration restates and chdir/fchdir/fork keep up to date; `*at` dirfds are resolved from their
   `-y` decoration. Opened files are named by the decoration of the returned fd (symlinks resolved); paths taken only
   as arguments (stat, unlink, rename, mkdir) are not canonicalised.
-- A failed syscall is no effect, except that failed lookups (ENOENT, ENOTDIR) are `missing` and a connect that is
-  EINPROGRESS counts. Calls on an already open fd with an empty path (fstat) are not recorded: the open was.
+- A failed syscall is no effect, except that failed lookups (ENOENT, ENOTDIR) are `missing`, and a connect that is
+  EINPROGRESS or refused (ECONNREFUSED) counts: like a lookup that finds no file, a probe of a closed port still
+  looked at that port (a verifier waiting for a server the agent never started inspected tcp:PORT). Calls on an
+  already open fd with an empty path (fstat) are not recorded: the open was.
 - Files a segment certainly created (O_EXCL, mkdir, or a path last seen absent) and removed again in the same segment
   are temporary: they vanish from that segment's summary, and renaming one onto X counts as a write of X (sed -i).
   The order of its own processes' reads and replacements is kept too (trace_state: `replaced_before_read`).
@@ -47,6 +49,9 @@ from depgpo.env.trace_syntax import (AT, AT_ARGS, CHDIR, CREAT, DELETE, EXEC, FA
                                      FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS, MARK_NEEDLE,
                                      MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED,
                                      UNIX_PATH, decoration, resolve_path, skippable_lines, split_result, unescape)
+
+# A connect that did not succeed but still probed the port: non-blocking (EINPROGRESS), or nothing listening.
+CONNECT_ATTEMPTS = ("-1 EINPROGRESS", "-1 ECONNREFUSED")
 
 
 class TraceParser:
@@ -252,7 +257,7 @@ class TraceParser:
     def _socket_call(self, proc: TracedProcess, seg: Segment, rest: str, pos: int) -> None:
         args, result = split_result(rest)
         call = rest[:pos - 1]
-        if not (result[:1] == "0" or (call == "connect" and result.startswith("-1 EINPROGRESS"))):
+        if not (result[:1] == "0" or (call == "connect" and result.startswith(CONNECT_ATTEMPTS))):
             return
         socket = FD_ARG.match(rest, pos)
         protocol = socket[1] if socket else ""

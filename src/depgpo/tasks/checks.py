@@ -55,7 +55,7 @@ _SHELL_HEAD = textwrap.dedent(r"""    #!/bin/bash
     absent() {  # PATH: nothing is there
         [ ! -e "$1" ] && [ ! -L "$1" ] || { echo "FAIL: $1 exists"; return 1; }
     }
-    served() {  # PORT PAGE TOKEN: GET /PAGE on 127.0.0.1:PORT answers 200 with TOKEN (waits up to 2 s to connect)
+    served() {  # PORT PAGE TOKEN: a GET of PAGE on 127.0.0.1:PORT answers 200 with TOKEN (waits up to 2 s to connect)
         local tries=0 response
         until exec 3<>"/dev/tcp/127.0.0.1/$1"; do
             tries=$((tries + 1)); [ "$tries" -lt 20 ] || { echo "FAIL: nothing listens on $1"; return 1; }
