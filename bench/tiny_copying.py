@@ -7,7 +7,7 @@
         --reference /tmp/copy/r2.json --variants 1 scale=tiny
     .venv/bin/python bench/tiny_copying.py --train /tmp/copy/train.jsonl --held /tmp/copy/held.jsonl \
         [--hidden 128 --layers 3 --steps 800 --batch 4 --lr 3e-3 --schedule cosine --loss-on assistant --save DIR]
-        [--copy-steps 400 --copy-batch 64 --copy-mix 0.5]  # induction: random strings written twice
+        [--copy-steps 400 --copy-batch 64 --copy-mix 0.5 --copy-recall 0.5]  # induction: random strings written twice
 
 The same tokenizer and model as `depgpo sft` (depgpo.train.sft.build_tiny_policy), trained with AdamW; every 100
 steps it prints the training loss and, on the held-out conversations (tasks the model never saw: other values, names
@@ -27,7 +27,7 @@ import torch
 
 from depgpo.policy.chat import conversation_segments, messages_to_turns
 from depgpo.policy.model import save_policy
-from depgpo.train.induction import copy_examples, written_tokens
+from depgpo.train.induction import induction_examples, written_tokens
 from depgpo.train.sft import IGNORE_INDEX, _lr_at, _pad, build_tiny_policy, encode_segments
 
 
@@ -67,6 +67,8 @@ def main() -> None:
     parser.add_argument("--loss-on", choices=("assistant", "all"), default="assistant")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--copy-steps", type=int, default=0, help="induction pretraining steps before SFT")
+    parser.add_argument("--copy-recall", type=float, default=0.0, help="share of a copying batch that is key-value "
+                        "recall (find a value by its key)")
     parser.add_argument("--copy-mix", type=float, default=0.0, help="fraction of SFT steps that are copying batches")
     parser.add_argument("--copy-batch", type=int, default=16, help="strings per copying batch (64 forms induction "
                         "heads within 400 steps, 16 not within 3,000: docs/results.md)")
@@ -107,8 +109,9 @@ def main() -> None:
         return loss.item()
 
     def copy_batch():
-        """Random token strings written twice; the loss is on the second copy (trains induction heads)."""
-        return _pad(copy_examples(pool, args.copy_batch, shuffle))
+        """Random token strings written twice, the loss on the second copy (trains induction heads), and a share
+        --copy-recall of key-value recall examples (depgpo.train.induction)."""
+        return _pad(induction_examples(pool, args.copy_batch, args.copy_recall, shuffle))
 
     for group in optimizer.param_groups:  # constant lr while copying; SFT's schedule starts after
         group["lr"] = args.lr if args.copy_lr is None else args.copy_lr

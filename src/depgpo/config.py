@@ -198,6 +198,7 @@ VALUE_RANGES: dict[str, Range] = {
     "sft.copy.batch": Range(int, 64, "strings per copying step", low=1),
     "sft.copy.lr": Range(float, 1e-3, "copying steps' AdamW learning rate", low=0),
     "sft.copy.mix": Range(float, 0.25, "share of SFT steps followed by a copying step", low=0, high=1),
+    "sft.copy.recall": Range(float, 0.5, "share of a copying batch that is key-value recall", low=0, high=1),
     "sft.checkpoint_every": Range(int, 1000, "verl SFT steps between checkpoints", low=1,
                                   special=((-1, "at the end"),)),
     "sft_data.variants": Range(int, 2, "conversations per task", low=1),

@@ -26,7 +26,7 @@ from depgpo.policy.device import resolve_device
 from depgpo.policy.model import build_tiny_qwen3, load_smollm2, save_policy, train_tokenizer
 from depgpo.train.checkpoint import replace_dir, staging_dir
 # IGNORE_INDEX: the label of tokens without loss (prompt, template, observations, padding)
-from depgpo.train.induction import IGNORE_INDEX, copy_examples, written_tokens
+from depgpo.train.induction import IGNORE_INDEX, induction_examples, written_tokens
 from depgpo.train.sft_import import read_conversations
 
 
@@ -107,6 +107,7 @@ def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mappin
     batch_size = train_cfg["batch_size"]
     copy = train_cfg.get("copy") or {"steps": 0, "mix": 0.0}
     tokens = written_tokens(examples, special_ids) if copy["steps"] or copy["mix"] else []
+    recall = copy.get("recall", 0.0)  # the share of recall examples in a copying batch
     total = train_cfg["epochs"] * math.ceil(len(examples) / batch_size)
     model.train()
     start, step = time.perf_counter(), 0
@@ -130,7 +131,7 @@ def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mappin
                                       "time_s": round(time.perf_counter() - start, 3)}) + "\n")
 
         for copy_step in range(copy["steps"]):
-            log("copy", -1, *optimise(copy_examples(tokens, copy["batch"], shuffle), copy["lr"]))
+            log("copy", -1, *optimise(induction_examples(tokens, copy["batch"], recall, shuffle), copy["lr"]))
         for epoch in range(train_cfg["epochs"]):
             order = torch.randperm(len(examples), generator=shuffle).tolist()
             for first in range(0, len(order), batch_size):
@@ -139,7 +140,8 @@ def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mappin
                 step += 1
                 log("sft", epoch, loss, labelled)
                 if copy["mix"] and torch.rand(1, generator=shuffle).item() < copy["mix"]:
-                    log("copy", epoch, *optimise(copy_examples(tokens, copy["batch"], shuffle), copy["lr"]))
+                    log("copy", epoch, *optimise(induction_examples(tokens, copy["batch"], recall, shuffle),
+                                                 copy["lr"]))
 
 
 def _lr_at(step: int, total: int, train_cfg: Mapping) -> float:
