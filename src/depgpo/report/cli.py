@@ -2,7 +2,8 @@
 `depgpo report --trajectories PATH [PATH ...] --name NAME --out DIR [--static] [--beta B] [--variant NAME]`
 
 With --results: writes tables 1, 2, 6, 9, 10, 11 (CSV, Markdown, LaTeX) and figures 1a, 1b, 1d, 5, 6 (PNG, PDF),
-plus index.md, which lists what was produced and, for each output that could not be, the missing input and the
+plus index.md, which lists what was produced, the runs whose checkpoints ended byte-identical and whether their
+credit had to agree (depgpo.report.checkpoints), and, for each output that could not be, the missing input and the
 stage that writes it. Tables 2, 9, 10, 11 and the figures are about one setting, the focal one (the paper's
 Qwen3.5-9B on SETA): by default the first of the sorted `{model}/{data}` directories.
 
@@ -73,6 +74,9 @@ def index_markdown(report: dict[str, list], results: Path, focal: str, out: Path
     for name, files, notes in report["produced"]:
         lines.append(f"- **{name}**: " + ", ".join(f"[{path.name}]({path.relative_to(out)})" for path in files))
         lines += [f"  - {note}" for note in notes]
+    from depgpo.report.checkpoints import identical_markdown
+
+    lines += ["", "## Byte-identical checkpoints", ""] + identical_markdown(results)
     lines += ["", "## Missing", ""]
     lines += [f"- **{name}**: {reason}" for name, reason in report["missing"]] or ["- nothing"]
     return "\n".join(lines) + "\n"
