@@ -17,10 +17,8 @@ Attribution (docs/sandbox.md#layout):
   `AT_FDCWD</cwd>` decoration restates and chdir/fchdir/fork keep up to date; `*at` dirfds are resolved from their
   `-y` decoration. Opened files are named by the decoration of the returned fd (symlinks resolved); paths taken only
   as arguments (stat, unlink, rename, mkdir) are not canonicalised.
-- A failed syscall is no effect, except that failed lookups (ENOENT, ENOTDIR) are `missing`, and a connect that is
-  EINPROGRESS or refused (ECONNREFUSED) counts: like a lookup that finds no file, a probe of a closed port still
-  looked at that port (a verifier waiting for a server the agent never started inspected tcp:PORT). Calls on an
-  already open fd with an empty path (fstat) are not recorded: the open was.
+- A failed syscall is no effect, except failed lookups (ENOENT, ENOTDIR: `missing`) and EINPROGRESS or refused
+  connects (a probe of a closed port looked at it). Calls on an open fd (fstat) are not recorded: the open was.
 - Files a segment certainly created (O_EXCL, mkdir, or a path last seen absent) and removed again in the same segment
   are temporary: they vanish from that segment's summary, and renaming one onto X counts as a write of X (sed -i).
   The order of its own processes' reads and replacements is kept too (trace_state: `replaced_before_read`).
@@ -32,8 +30,7 @@ Processes, ports and marks:
 - A port (`tcp:P`, `udp:P`, `unix:/path`) is listening while a live process holds it: the one that bound it, or a
   child forked from it that has not exec'd since (exec closes CLOEXEC sockets). Port 0 (ephemeral) is ignored.
 - `kill(-PGID, sig)` is approximated by the group's leader and its descendants; `kill(0, sig)` is not resolved.
-- Marks only move forward (an old mark re-sent by the harness's recovery is ignored), and stop switching segments
-  once begin_verifier() was called.
+- Marks only move forward (an old one re-sent by the harness's recovery is ignored), until begin_verifier().
 """
 
 from __future__ import annotations
@@ -45,13 +42,11 @@ from typing import Callable
 from depgpo.env.strace_flags import MARK_DIR
 from depgpo.env.trace_state import (SETUP, VERIFIER, ProcInfo, Segment, SegmentEffects, SegmentRecord,
                                     TracedProcess, agent_owned, descends_from, is_own, proc_info)
-from depgpo.env.trace_syntax import (AT, AT_ARGS, CHDIR, CREAT, DELETE, EXEC, FAST_SKIP_PREFIXES, FD, FD_ARG,
-                                     FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS, MARK_NEEDLE,
-                                     MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED,
-                                     UNIX_PATH, decoration, resolve_path, skippable_lines, split_result, unescape)
-
-# A connect that did not succeed but still probed the port: non-blocking (EINPROGRESS), or nothing listening.
-CONNECT_ATTEMPTS = ("-1 EINPROGRESS", "-1 ECONNREFUSED")
+from depgpo.env.trace_syntax import (AT, AT_ARGS, CHDIR, CONNECT_ATTEMPTS, CREAT, DELETE, EXEC, FAST_SKIP_PREFIXES, FD,
+                                     FD_ARG, FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS,
+                                     MARK_NEEDLE, MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE,
+                                     UNFINISHED, UNIX_PATH, decoration, resolve_path, skippable_lines, split_result,
+                                     unescape)
 
 
 class TraceParser:

@@ -71,6 +71,7 @@ def unescape(text: str) -> str:
 
 
 UNFINISHED = " <unfinished ...>"
+CONNECT_ATTEMPTS = ("-1 EINPROGRESS", "-1 ECONNREFUSED")  # failed connects that still probed the port
 MARK_NEEDLE = '"' + MARK_DIR + "/"
 MARK_RE = re.compile(re.escape(MARK_NEEDLE) + r"(-?\d+)/\d+(?:/([0-9a-f]{16}))?")
 LOOKUP_ERRORS = ("-1 ENOENT", "-1 ENOTDIR")
