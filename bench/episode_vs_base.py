@@ -1,0 +1,133 @@
+"""A generated task's episode now and at an older commit (default 25a730d, the code issue 19 measured), side by side.
+
+    .venv/bin/python bench/episode_vs_base.py [--base 25a730d] [--runs 5] [--out bench/results/episode_vs_base.json]
+
+The base's src/ is extracted (git archive) into a temporary directory. One worker process per version, its
+PYTHONPATH at that version's src/, writes every family both versions have with its own generator (same family,
+split and seed; this checkout with its default verifier) and runs the task's oracle episode when asked; the two are
+asked in turn, run by run, so that machine noise hits both alike. Phases as in episode_cost.py. The tasks are each
+version's own: the base's oracles run fewer commands and its verifier is pytest, which is what issue 19 asked to
+make cheaper ("a generated task's episode at most a third of today's"). Both must give reward 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PHASES = ("setup_s", "commands_s", "verifier_s", "teardown_s", "episode_s")
+
+# Runs inside each version's interpreter: only the API both versions share (Episode, load_task, build_task,
+# write_task, spec.oracle). One family name per stdin line, one JSON line back.
+WORKER = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.tasks import load_task
+from depgpo.tasks.generate import FAMILIES, build_task, write_task
+print(json.dumps(sorted(FAMILIES)), flush=True)
+tmp = Path(tempfile.mkdtemp())
+for line in sys.stdin:
+    family = line.strip()
+    spec = build_task(family, "pool", 0, seed=0)
+    task_dir = write_task(spec, Path(tempfile.mkdtemp(dir=tmp)) / family, {})  # a fresh directory per run
+    task, times = load_task(task_dir), {}
+    start = time.perf_counter()
+    episode = Episode(task, EpisodeConfig(command_timeout_s=10))
+    episode.__enter__()
+    try:
+        times["setup_s"] = time.perf_counter() - start
+        mark = time.perf_counter()
+        for turn, command in enumerate(spec.oracle):
+            episode.run_command(command, turn=turn)
+        times["commands_s"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        verifier = episode.verify()
+        times["verifier_s"] = time.perf_counter() - mark
+    finally:
+        mark = time.perf_counter()
+        episode.__exit__(None, None, None)
+        times["teardown_s"] = time.perf_counter() - mark
+    times["episode_s"] = time.perf_counter() - start
+    print(json.dumps({**times, "reward": verifier["reward"], "commands": len(spec.oracle)}), flush=True)
+"""
+
+
+class Worker:
+    def __init__(self, src: Path):
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env, cwd=src.parent)
+        self.families = set(json.loads(self._line()))
+
+    def _line(self) -> str:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the worker for {self.proc.args} exited (code {self.proc.wait()}); see its stderr above")
+        return line
+
+    def run(self, family: str) -> dict:
+        self.proc.stdin.write(family + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self._line())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def extract_src(rev: str, into: Path) -> Path:
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--base", default="25a730d", help="the commit to compare with")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        workers = {"base": Worker(extract_src(args.base, Path(tmp))), "head": Worker(REPO / "src")}
+        families = sorted(workers["base"].families & workers["head"].families)
+        samples: dict[tuple[str, str], list[dict]] = {}
+        for _ in range(args.runs):
+            for family in families:
+                for version, worker in workers.items():
+                    sample = worker.run(family)
+                    if sample["reward"] != 1.0:
+                        raise SystemExit(f"{version}'s oracle of {family} got reward {sample['reward']}")
+                    samples.setdefault((version, family), []).append(sample)
+        for worker in workers.values():
+            worker.close()
+    rows = [{"family": f, "version": v, "commands": samples[v, f][0]["commands"],
+             **{p: statistics.median(s[p] for s in samples[v, f]) for p in PHASES}}
+            for f in families for v in workers]
+    median = {v: {p: statistics.median(r[p] for r in rows if r["version"] == v) for p in PHASES} for v in workers}
+    ratios = {r["family"]: r["episode_s"] / next(b["episode_s"] for b in rows
+                                                 if b["family"] == r["family"] and b["version"] == "head")
+              for r in rows if r["version"] == "base"}
+    git = lambda *a: subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    head = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "src") else "")
+    result = {"base": args.base, "head": head,
+              "runs": args.runs, "rows": rows, "median": median, "episode_ratio_base_over_head": ratios,
+              "median_ratio": statistics.median(ratios.values())}
+    print(f"{'family':18} {'version':7} {'cmds':>4} " + " ".join(f"{p:>11}" for p in PHASES))
+    for r in rows:
+        print(f"{r['family']:18} {r['version']:7} {r['commands']:>4} " + " ".join(f"{r[p]:11.3f}" for p in PHASES))
+    print("episode, base / head: " + ", ".join(f"{f} {x:.2f}x" for f, x in ratios.items()) +
+          f"; median {result['median_ratio']:.2f}x")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
