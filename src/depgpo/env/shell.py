@@ -29,7 +29,9 @@ from typing import Callable
 
 OBSERVATION_LIMIT = 10_000  # bytes the agent sees per command, head and tail halves, as Terminus truncates
 KEEP_BYTES = 1 << 20        # of one command's raw output, the first and the last KEEP_BYTES are kept
-_MARK_RE = re.compile(rb"\x1eDEPGPO (-?\d+) ([0-9a-f]{16}) (\d+)\x1e\r?\n?")
+# The whole marker line, its newline too: the shell prints it in one write, but a read of the PTY can end inside it,
+# and a match that stopped at the closing \x1e left the newline to start the next command's observation.
+_MARK_RE = re.compile(rb"\x1eDEPGPO (-?\d+) ([0-9a-f]{16}) (\d+)\x1e\r?\n")
 _HEX16_RE = re.compile(r"[0-9a-f]{16}")
 _MARK_MAX = 64              # longest marker line: the overlap kept between two searches
 _OWN_MARK_LINE_RE = re.compile(r"^.*__depgpo_mark -?\d+ [0-9a-f]{16}.*\n?", re.MULTILINE)
