@@ -24,38 +24,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PHASES = ("setup_s", "commands_s", "verifier_s", "teardown_s", "episode_s")
 
-# Runs inside each version's interpreter: only the API both versions share (Episode, load_task, build_task,
-# write_task, spec.oracle). One family name per stdin line, one JSON line back.
+# Runs inside each version's interpreter: episode_cost.run_once, on the API both versions share (Episode, load_task,
+# build_task, write_task, solution/oracle.json). One family name per stdin line, one JSON line back.
 WORKER = r"""
-import json, sys, tempfile, time
+import json, sys, tempfile
 from pathlib import Path
-from depgpo.env.episode import Episode, EpisodeConfig
-from depgpo.tasks import load_task
+sys.path.insert(0, sys.argv[1])
+from episode_cost import run_once
 from depgpo.tasks.generate import FAMILIES, build_task, write_task
 print(json.dumps(sorted(FAMILIES)), flush=True)
 tmp = Path(tempfile.mkdtemp())
 for line in sys.stdin:
-    family = line.strip()
-    spec = build_task(family, "pool", 0, seed=0)
-    task_dir = write_task(spec, Path(tempfile.mkdtemp(dir=tmp)) / family, {})  # a fresh directory per run
-    task, times = load_task(task_dir), {}
-    start = time.perf_counter()
-    episode = Episode(task, EpisodeConfig(command_timeout_s=10))
-    episode.__enter__()
-    try:
-        times["setup_s"] = time.perf_counter() - start
-        mark = time.perf_counter()
-        for turn, command in enumerate(spec.oracle):
-            episode.run_command(command, turn=turn)
-        times["commands_s"] = time.perf_counter() - mark
-        mark = time.perf_counter()
-        verifier = episode.verify()
-        times["verifier_s"] = time.perf_counter() - mark
-    finally:
-        mark = time.perf_counter()
-        episode.__exit__(None, None, None)
-        times["teardown_s"] = time.perf_counter() - mark
-    times["episode_s"] = time.perf_counter() - start
+    spec = build_task(line.strip(), "pool", 0, seed=0)
+    task_dir = write_task(spec, Path(tempfile.mkdtemp(dir=tmp)) / spec.family, {})  # a fresh directory per run
+    times, verifier = run_once(task_dir)
     print(json.dumps({**times, "reward": verifier["reward"], "commands": len(spec.oracle)}), flush=True)
 """
 
@@ -63,8 +45,8 @@ for line in sys.stdin:
 class Worker:
     def __init__(self, src: Path):
         env = {**os.environ, "PYTHONPATH": str(src)}
-        self.proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env, cwd=src.parent)
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, str(REPO / "bench")], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env, cwd=src.parent)
         self.families = set(json.loads(self._line()))
 
     def _line(self) -> str:
