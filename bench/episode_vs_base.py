@@ -21,8 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from episode_cost import PHASES  # bench/ is sys.path[0] when this runs as a script
+
 REPO = Path(__file__).resolve().parent.parent
-PHASES = ("setup_s", "commands_s", "verifier_s", "teardown_s", "episode_s")
 
 # Runs inside each version's interpreter: episode_cost.run_once, on the API both versions share (Episode, load_task,
 # build_task, write_task, solution/oracle.json). One family name per stdin line, one JSON line back.
@@ -90,13 +91,11 @@ def main() -> None:
                     samples.setdefault((version, family), []).append(sample)
         for worker in workers.values():
             worker.close()
-    rows = [{"family": f, "version": v, "commands": samples[v, f][0]["commands"],
-             **{p: statistics.median(s[p] for s in samples[v, f]) for p in PHASES}}
+    medians = {key: {p: statistics.median(s[p] for s in runs) for p in PHASES} for key, runs in samples.items()}
+    rows = [{"family": f, "version": v, "commands": samples[v, f][0]["commands"], **medians[v, f]}
             for f in families for v in workers]
-    median = {v: {p: statistics.median(r[p] for r in rows if r["version"] == v) for p in PHASES} for v in workers}
-    ratios = {r["family"]: r["episode_s"] / next(b["episode_s"] for b in rows
-                                                 if b["family"] == r["family"] and b["version"] == "head")
-              for r in rows if r["version"] == "base"}
+    median = {v: {p: statistics.median(medians[v, f][p] for f in families) for p in PHASES} for v in workers}
+    ratios = {f: medians["base", f]["episode_s"] / medians["head", f]["episode_s"] for f in families}
     git = lambda *a: subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
     head = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "src") else "")
     result = {"base": args.base, "head": head,
