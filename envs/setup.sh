@@ -21,6 +21,9 @@ if [ "${1:-}" = "test" ]; then
   # rootless podman and mmdebstrap their subordinate ids, and acl's setfacl lets the tests' ordinary user reach this
   # checkout (tests/helpers/ordinary_user.py)
   TEST_PACKAGES="$TEST_PACKAGES podman mmdebstrap uidmap acl"
+  # the tools verifiers call, for the battery of forgeries through them (tests/env/test_verifier_tool_attacks.py):
+  # a test importing numpy from the system Python, git, make and sqlite3
+  TEST_PACKAGES="$TEST_PACKAGES python3-numpy git make sqlite3"
 fi
 missing_of() { for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done; }
 missing=$(missing_of $DEBIAN_PACKAGES $TEST_PACKAGES | tr '\n' ' ')

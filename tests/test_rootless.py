@@ -27,7 +27,7 @@ SUITES = {
     "hostile": ["tests/env/test_sandbox_hostile.py"],
     "forgery": ["tests/env/test_reward_forgery.py", "-k",
                 "not test_forgery_run_episode_cli and not test_forgery_rollout"],
-    "tampering": ["tests/env/test_tampering.py"],
+    "tampering": ["tests/env/test_tampering.py", "tests/env/test_verifier_tool_attacks.py"],
     "robustness": ["tests/env/test_harness_robustness.py"],
     "image": ["tests/env/test_image_backend.py"],
 }

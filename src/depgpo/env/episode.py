@@ -33,12 +33,13 @@ from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimit
                                 remove_layout, sweep_leftovers)
 from depgpo.env.seed import seed_files
 from depgpo.env.shell import ShellSession, truncate_observation
-from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering, reward_written_by_agent_code
+from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering
 from depgpo.env.trace_log import TraceLog
 from depgpo.env.trace_parser import TraceParser
 from depgpo.env.trace_state import SegmentEffects
 from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
 from depgpo.env.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
+from depgpo.env.verifier_processes import VerifierProcesses
 from depgpo.tasks import Task, offline_test_command
 from depgpo.trajectory.schema import (
     MISSING,
@@ -387,10 +388,9 @@ class Episode:
             E_source = "static" if E_detail else "none"
         self._add_E_files_to_final(E_detail)
         self._final_processes()
-        tampering = find_tampering(own, self.layout, self._initial_hashes, self.system.path)
-        if run.trace.exists():
-            tampering += reward_written_by_agent_code(run.trace, run.mark, self.layout, self._initial_hashes,
-                                                      self.system.path)
+        processes = VerifierProcesses(run.trace, run.mark, run.exit_code, self.layout, self._initial_hashes,
+                                      self.system.path)
+        tampering = find_tampering(own, self.layout, self._initial_hashes, self.system.path) + processes.findings
         logs = lambda name: read_verifier_file(self.layout.verifier_logs, name)  # noqa: E731
         reward = compute_reward(logs("reward.json"), logs("reward.txt"), run.output, run.exit_code,
                                 self.task.test_weights, logs("junit.xml"), require_reward_file=self.task.format == "harbor")
@@ -402,6 +402,10 @@ class Episode:
             kinds = ", ".join(sorted({t["kind"] for t in tampering}))
             error = f"tampering ({kinds}): the verifier ran code the agent planted: " + \
                 ", ".join(t["path"] for t in tampering[:5])
+        elif processes.script_killed:  # it never reached its own verdict: a reward file there is someone else's
+            value, source = 0.0, "error"
+            error = f"the verifier's script was killed ({processes.script_killed}) before it ended: its reward " \
+                "files do not count (docs/threat-model.md)"
         self.verifier = {
             "E": [d["record"] for d in E_detail], "E_detail": E_detail, "E_source": E_source,
             "reward": value, "reward_source": source, "tests": reward.tests, "tampering": tampering,

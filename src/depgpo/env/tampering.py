@@ -11,7 +11,9 @@ each a kind in the report (docs/threat-model.md):
   section, an entry_points.txt registering a pytest plugin (pytest11), a module inside pytest / _pytest / pluggy /
   iniconfig, or a new top-level module, package or zip archive on a Python path directory (site- and
   dist-packages, /usr/lib/python3.X, the workdir, /) named like a standard-library module or one of the runner's
-  own (pytest, pluggy, iniconfig, packaging, ...): /app/argparse.py, dist-packages/pluggy.py, python311.zip.
+  own (pytest, pluggy, iniconfig, packaging, ...): /app/argparse.py, dist-packages/pluggy.py, python311.zip;
+  and, whatever the name, an agent-made module file the verifier read that stands in for a module the image
+  provides elsewhere (/app/numpy.py for a test that imports numpy; env/module_shadow.py).
 - startup_hook: an agent-made sitecustomize.py / usercustomize.py, a .pth file with an `import` line (it runs code
   at every interpreter start), or /etc/ld.so.preload.
 - runner_replaced: a program of the judge's chain (shells, env, Python, pytest, uv, coreutils test scripts run)
@@ -30,6 +32,7 @@ workdir, a new tool in /usr/local/bin, a package it installed under a new name, 
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import stat
@@ -37,6 +40,7 @@ import sys
 from pathlib import Path
 
 from depgpo.env.filestate import is_whiteout, lstat_beneath, read_text, read_version
+from depgpo.env.module_shadow import module_file, shadowed_name
 
 TAMPERING_POLICIES = ("zero", "keep")  # agent.environment.tampering: reward 0 with the reason, or record only
 RUNNER_PROGRAMS = frozenset({"bash", "sh", "dash", "env", "timeout", "pytest", "py.test", "uv", "uvx", "pip",
@@ -68,15 +72,38 @@ def find_tampering(effects, layout, initial: dict[str, str | None], system_root:
     # What the verifier's own processes wrote before reading it (a test.sh that pip-installs pytest, a test that
     # rebuilds a program) is the judge's, not the agent's.
     own, links = effects.replaced_before_read, {}
+    shadow = _shadow_rule(layout, initial, system_root)
     for named, how in touched:
         for path in resolve(named, layout, system_root, links=links):
             if path in found or path in own:
                 continue
             change = _Once(lambda: agent_change(path, layout, initial, system_root))
             kind = _kind(path, named, how, change, layout)  # asks for the change only where a rule needs it
+            if kind is None and how == "read" and module_file(path) is not None and change() is not None:
+                kind = "runner_shadow" if shadow(path) else None
             if kind is not None and change() is not None:
                 found[path] = {"path": path, "kind": kind, "how": how, "change": change()}
     return list(found.values())
+
+
+def _shadow_rule(layout, initial: dict[str, str | None], system_root: Path):
+    """module_shadow.shadowed_name for this episode: the sandbox's files as the verifier left them, and what the
+    task held at each place when it started (its writable files in `initial`, its system files in the lower layer)."""
+    def is_file(path: str) -> bool:
+        entry = _entry(path, layout, system_root)
+        return entry is not None and stat.S_ISREG(entry[0].st_mode)
+
+    def provided_at_root(directory: str, name: str) -> bool:
+        backing = layout.backing(directory)
+        if backing is not None and backing[0] == layout.upper:  # a system directory: the image's own layer
+            lower = str(system_root).rstrip("/") + directory
+            return os.path.isdir(f"{lower}/{name}") or any(
+                module_file(p) == (lower, name) for p in glob.glob(f"{glob.escape(lower)}/{glob.escape(name)}.*"))
+        prefix = f"{directory.rstrip('/')}/{name}"
+        return any(p.startswith(prefix + "/") or module_file(p) == (directory, name)
+                   for p in initial if p.startswith(prefix))
+
+    return lambda path: shadowed_name(path, is_file, provided_at_root, system_root)
 
 
 class _Once:
@@ -236,71 +263,3 @@ def _mentions(path: str, layout, needle) -> bool:
     if len(text) > SCAN_LIMIT:
         return True
     return bool(needle.search(text)) if isinstance(needle, re.Pattern) else needle in text
-
-
-# ------------------------------------------------------------------ reward files written by agent code
-
-REWARD_FILES = ("/logs/verifier/reward.json", "/logs/verifier/reward.txt")
-CODE_SUFFIXES = (".py", ".pyc", ".pth", ".sh", ".bash", ".pl", ".rb", ".js", ".lua", ".php", ".jar")
-_LINE_RE = re.compile(r"(\d+)\s+\S+\s+(.*)")
-_CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d+)")
-_EXEC_RE = re.compile(r'^execve(?:at)?\((?:\d+<[^>]*>, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+0')
-_OPEN_RE = re.compile(r"^(?:open|openat|openat2|creat)\(.*\)\s+=\s+\d+<((?:[^<>\\]|\\.)*)>")
-_MOVE_RE = re.compile(r"^(?:rename|renameat2?|link|linkat|symlink|symlinkat)\(")
-_AT_PATH_RE = re.compile(r'(?:(?:AT_FDCWD|\d+)<((?:[^<>\\]|\\.)*)>, )?"((?:[^"\\]|\\.)*)"')
-
-
-def reward_written_by_agent_code(trace: Path, mark: str, layout, initial: dict[str, str | None],
-                                 system_root: Path) -> list[dict]:
-    """reward_by_agent_code findings for the reward files that exist now (see the module docstring). `mark` is the
-    trace path of the verifier script's first line (judge.run_verifier): what comes before it is the harness's."""
-    tainted, partial, started = set(), {}, False
-    last_writer_tainted: dict[str, bool] = {}
-    links, answers = {}, {}  # memos: a verifier's processes open the same libraries again and again
-
-    def agent_code(path: str, executed: bool) -> bool:
-        if (path, executed) not in answers:
-            answers[path, executed] = any(
-                (executed or hop.endswith(CODE_SUFFIXES) or ".so" in os.path.basename(hop))
-                and agent_change(hop, layout, initial, system_root) is not None
-                for hop in resolve(path, layout, system_root, links=links))
-        return answers[path, executed]
-
-    with open(trace, "rb") as fh:
-        for raw in fh:
-            match = _LINE_RE.match(raw.decode("utf-8", "surrogateescape").rstrip("\n"))
-            if not match:
-                continue
-            pid, rest = int(match[1]), match[2]
-            if rest.endswith("<unfinished ...>"):
-                partial[pid] = rest[:-len("<unfinished ...>")]
-                continue
-            if rest.startswith("<... "):
-                rest = partial.pop(pid, "") + rest[rest.find(">") + 1:]
-            if not started:
-                started = mark in rest
-                continue
-            if (child := _CHILD_RE.match(rest)) and pid in tainted:
-                tainted.add(int(child[1]))
-            elif (exe := _EXEC_RE.match(rest)) and agent_code(exe[1], executed=True):
-                tainted.add(pid)
-            elif opened := _OPEN_RE.match(rest):
-                writes = "O_WRONLY" in rest or "O_RDWR" in rest or rest.startswith("creat")
-                if writes and opened[1] in REWARD_FILES:
-                    last_writer_tainted[opened[1]] = pid in tainted
-                elif not writes and agent_code(opened[1], executed=False):
-                    tainted.add(pid)
-            elif _MOVE_RE.match(rest) and rest.rstrip().endswith("= 0"):
-                pairs = _AT_PATH_RE.findall(rest)
-                if pairs:  # the destination is the last (dirfd, name) pair
-                    directory, name = pairs[-1]
-                    destination = os.path.normpath(os.path.join(directory or "/", name))
-                    if destination in REWARD_FILES:
-                        last_writer_tainted[destination] = pid in tainted
-    findings = []
-    for path in REWARD_FILES:
-        exists = (layout.verifier_logs / os.path.relpath(path, "/logs")).exists()
-        if exists and last_writer_tainted.get(path, True):
-            findings.append({"path": path, "kind": "reward_by_agent_code", "how": "written",
-                             "change": "created" if path in last_writer_tainted else "written unseen"})
-    return findings
