@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from pathlib import Path
 
 from depgpo.env.tampering import agent_change, resolve
@@ -46,6 +47,13 @@ _AT_PATH_RE = re.compile(r'(?:(?:AT_FDCWD|\d+)<((?:[^<>\\]|\\.)*)>, )?"((?:[^"\\
 _KILLED_RE = re.compile(r"^\+\+\+ killed by (SIG\w+)")
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def is_tool_config(path: str) -> bool:
     name = os.path.basename(path)
     return name in TOOL_CONFIG_NAMES or name.endswith(".mk") or any(d in path for d in TOOL_CONFIG_DIRS)
@@ -62,7 +70,7 @@ class VerifierProcesses:
         self._links: dict = {}
         self._answers: dict = {}  # memo: a verifier's processes open the same libraries again and again
         # Its whole chain died by a signal (exit_code < 0: strace re-raises its child's); the trace says more
-        self.script_killed = f"signal {-exit_code}" if exit_code is not None and exit_code < 0 else None
+        self.script_killed = _signal_name(-exit_code) if exit_code is not None and exit_code < 0 else None
         self.findings: list[dict] = []
         if trace.exists():
             self._read(trace, mark)
