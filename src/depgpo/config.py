@@ -232,14 +232,15 @@ def value_choices() -> dict[str, Choice]:
     """The keys with named values, each with what it accepts (imported here: the modules that use them are heavy)."""
     from depgpo.algos.advantages import GIGPO_MODES
     from depgpo.algos.losses import POLICY_LOSSES
-    from depgpo.algos.method_config import METHOD_ESTIMATORS
+    from depgpo.algos.methods import methods
     from depgpo.credit.config import VARIANTS
     from depgpo.env.images import BACKENDS, RUNTIMES
     from depgpo.env.privilege import PRIVILEGES
     from depgpo.env.tampering import TAMPERING_POLICIES
 
+    declared = tuple(methods())
     return {
-        "method.name": Choice(tuple(METHOD_ESTIMATORS), "the compared method; select it with method=NAME"),
+        "method.name": Choice(declared, "the compared method; select it with method=NAME"),
         "algorithm.norm_adv_by_std": Choice(FLAG, "divide the group advantage by its std"),
         "algorithm.gigpo.mode": Choice(GIGPO_MODES, "GiGPO's normalisation of both terms"),
         "algorithm.filter_groups.enable": Choice(FLAG, "DAPO's dynamic sampling"),
@@ -267,10 +268,10 @@ def value_choices() -> dict[str, Choice]:
                                                           "rootless (docs/sandbox.md#privilege)"),
         "launcher.cluster": Choice((None, "slurm", "local", "debug"), "submitit's executor; null: Slurm where "
                                                                       "sbatch exists, else a local process"),
-        "methods": Choice(tuple(METHOD_ESTIMATORS), "the compared methods", many=True),
+        "methods": Choice(declared, "the compared methods", many=True),
         "ablations": Choice(tuple(v for v in VARIANTS if v != "full"), "the Table 2 ablations of DepGPO", many=True),
         "controls": Choice(tuple(CONTROL_RUNS), "RL runs that are not methods", many=True),
-        "interval_seeds.runs": Choice((*METHOD_ESTIMATORS, *CONTROL_RUNS), "runs trained in interval_seeds.seeds "
+        "interval_seeds.runs": Choice((*declared, *CONTROL_RUNS), "runs trained in interval_seeds.seeds "
                                                                             "instead of seeds", many=True),
     }
 
@@ -323,19 +324,26 @@ def compose_cached(overrides: tuple[str, ...]) -> DictConfig:
 
 
 def run_name(cfg: DictConfig) -> str:
-    """results/ run directory name: the method, then the β of a sweep point or the ablation variant."""
-    if cfg.method.name != "depgpo":
-        return cfg.method.name
+    """results/ run directory name: the method, then the β of a sweep point or the ablation variant (parse_run
+    reads it back)."""
+    from depgpo.algos.methods import method
+
+    name = cfg.method.name
+    if not method(name).credit_ablations:
+        return name
     if cfg.credit.variant != "full":
-        return f"depgpo_{cfg.credit.variant}"
+        return f"{name}_{cfg.credit.variant}"
     if float(cfg.credit.beta) != CreditConfig.beta:
-        return f"depgpo_beta{cfg.credit.beta}"
-    return "depgpo"
+        return f"{name}{BETA_INFIX}{cfg.credit.beta}"
+    return name
+
+
+BETA_INFIX = "_beta"  # {method}_beta{β}: a β-sweep run
 
 
 def sweep_runs(cfg: DictConfig) -> list[str]:
     """The runs of the beta sweep (`betas`, but the default beta: that is full DepGPO) and of the ablations."""
-    return [f"depgpo_beta{beta}" for beta in cfg.betas if float(beta) != CreditConfig.beta] + \
+    return [f"depgpo{BETA_INFIX}{beta}" for beta in cfg.betas if float(beta) != CreditConfig.beta] + \
         [f"depgpo_{variant}" for variant in cfg.ablations]
 
 
@@ -344,12 +352,65 @@ def sweep_runs(cfg: DictConfig) -> list[str]:
 CONTROL_RUNS = {"frozen": ["method=grpo", "rl.lr=0"]}
 
 
+@dataclass(frozen=True)
+class Run:
+    """What a run name (a results directory, a Snakemake target) means; the one place run names are parsed."""
+
+    name: str
+    method: str                 # the declared method it trains (depgpo.algos.methods)
+    beta: float | None = None   # a β-sweep run: credit.beta
+    ablation: str | None = None  # an ablation run: credit.variant
+    control: bool = False       # not a method: config `controls`
+
+    @property
+    def overrides(self) -> list[str]:
+        """The config overrides that reproduce the run."""
+        if self.control:
+            return list(CONTROL_RUNS[self.name])
+        if self.beta is not None:
+            return [f"method={self.method}", f"credit.beta={self.name.rsplit(BETA_INFIX, 1)[1]}"]
+        if self.ablation is not None:
+            return [f"method={self.method}", f"ablation={self.ablation}"]
+        return [f"method={self.method}"]
+
+    def credit(self) -> CreditConfig | None:
+        """The credit the run trains with, for a method with credit ablations (DepGPO); None otherwise."""
+        from depgpo.algos.methods import method
+
+        if self.control or not method(self.method).credit_ablations:
+            return None
+        if self.beta is not None:
+            return CreditConfig(beta=self.beta)
+        return CreditConfig(variant=self.ablation) if self.ablation is not None else CreditConfig()
+
+
+def parse_run(name: str) -> Run:
+    """The Run a name stands for: a method (`grpo`), a β run (`depgpo_beta0.25`), an ablation (`depgpo_direct_only`)
+    or a control (`frozen`). A name it cannot place raises ValueError naming the forms it knows."""
+    from depgpo.algos.methods import methods
+    from depgpo.credit.config import VARIANTS
+
+    declared = methods()
+    if name in CONTROL_RUNS:
+        return Run(name, "grpo", control=True)
+    if name in declared:
+        return Run(name, name)
+    for method_name, declared_method in declared.items():
+        if not declared_method.credit_ablations or not name.startswith(method_name + "_"):
+            continue
+        rest = name.removeprefix(method_name + "_")
+        if rest.startswith(BETA_INFIX[1:]):
+            try:
+                return Run(name, method_name, beta=float(rest.removeprefix(BETA_INFIX[1:])))
+            except ValueError:
+                pass
+        if rest in VARIANTS and rest != "full":
+            return Run(name, method_name, ablation=rest)
+    raise ValueError(f"run {name!r} is none of: a method ({', '.join(declared)}), a β run (depgpo{BETA_INFIX}0.25), "
+                     f"an ablation (depgpo_VARIANT, VARIANT one of {', '.join(v for v in VARIANTS if v != 'full')}) "
+                     f"or a control ({', '.join(CONTROL_RUNS)})")
+
+
 def run_overrides(run: str) -> list[str]:
     """The config overrides that reproduce a run name (inverse of `run_name`, and the control runs)."""
-    if run in CONTROL_RUNS:
-        return list(CONTROL_RUNS[run])
-    if run.startswith("depgpo_beta"):
-        return ["method=depgpo", f"credit.beta={run.removeprefix('depgpo_beta')}"]
-    if run.startswith("depgpo_"):
-        return ["method=depgpo", f"ablation={run.removeprefix('depgpo_')}"]
-    return [f"method={run}"]
+    return parse_run(run).overrides

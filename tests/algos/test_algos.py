@@ -18,12 +18,13 @@ from depgpo.algos.advantages import (
     compute_gigpo_advantage,
     discounted_returns,
 )
-from depgpo.algos.dapo import informative_trajectory_mask, overlong_penalty, refill_groups
+from depgpo.algos.dapo import collect_groups, informative_trajectory_mask, overlong_penalty
 from depgpo.algos.metrics import (
     gradient_norm,
+    masked_mean,
     mean_credit_diagnostics,
-    policy_entropy,
     step_factor_std,
+    token_entropy,
     update_metrics,
     zero_advantage_group_fraction,
 )
@@ -109,25 +110,33 @@ def test_dynamic_sampling_drops_exactly_the_all_equal_groups():
     assert keep.tolist() == [False] * 3 + [True] * 3 + [False] * 2 + [True] + [False] * 2
 
 
-def test_refill_draws_until_enough_informative_groups_and_cuts_the_surplus():
-    batches = iter([[[1, 1], [0, 1]], [[0, 0], [1, 0], [0, 1]]])
-    result = refill_groups(lambda: next(batches), lambda group: group, num_groups=2, max_num_gen_batches=10)
-    assert result.groups == [[0, 1], [1, 0]]
-    assert result.num_gen_batches == 2
-    assert result.num_dropped == 2
+def draws_of(batches):
+    """A draw(first, size) that serves the groups of `batches` in order and records each call."""
+    served, calls = iter(batches), []
+
+    def draw(first, size):
+        calls.append((first, size))
+        groups = next(served)
+        assert len(groups) == size
+        return groups
+
+    return draw, calls
 
 
-def test_refill_raises_when_the_batch_budget_runs_out_and_zero_means_unlimited():
-    def all_solved():
-        return [[1, 1], [1, 1]]
+def test_dynamic_sampling_redraws_what_is_missing_and_keeps_the_dropped_groups_apart():
+    draw, calls = draws_of([[[1, 1], [0, 1]], [[0, 0]], [[1, 0]]])
+    kept, dropped = collect_groups(draw, lambda group: group, wanted=2, dynamic_sampling=True, max_num_gen_batches=10)
+    assert kept == [[0, 1], [1, 0]] and dropped == [[1, 1], [0, 0]]
+    assert calls == [(0, 2), (2, 1), (3, 1)]  # draw numbers continue where the last round stopped
 
-    with pytest.raises(RuntimeError, match="max_num_gen_batches=3"):
-        refill_groups(all_solved, lambda group: group, num_groups=1, max_num_gen_batches=3)
 
-    draws = iter([[[1, 1]]] * 12 + [[[0, 1]]])
-    result = refill_groups(lambda: next(draws), lambda group: group, num_groups=1, max_num_gen_batches=0)
-    assert result.num_gen_batches == 13
-    assert result.groups == [[0, 1]]
+def test_dynamic_sampling_stops_at_its_budget_of_draws_and_without_it_keeps_everything():
+    draw, calls = draws_of([[[1, 1], [1, 1]], [[1, 1], [1, 1]], [[0, 0], [1, 1]]])
+    kept, dropped = collect_groups(draw, lambda group: group, wanted=2, dynamic_sampling=True, max_num_gen_batches=3)
+    assert kept == [] and len(dropped) == 6 and calls == [(0, 2), (2, 2), (4, 2)]
+    draw, calls = draws_of([[[1, 1], [0, 0]]])
+    kept, dropped = collect_groups(draw, lambda group: group, wanted=2, dynamic_sampling=False, max_num_gen_batches=3)
+    assert kept == [[1, 1], [0, 0]] and dropped == [] and calls == [(0, 2)]
 
 
 def test_overlong_penalty_matches_verl_dapo_reward_manager_by_hand():
@@ -146,10 +155,10 @@ def test_overlong_penalty_rejects_the_settings_verl_rejects(max_resp_len, buffer
 
 # ---- metrics -------------------------------------------------------------------------------------------------------
 
-def test_policy_entropy_is_the_masked_mean_over_generated_tokens():
+def test_the_logged_policy_entropy_is_the_masked_mean_over_generated_tokens():
     logits = torch.zeros(1, 3, 8)
     logits[0, 2, 0] = 50.0  # a near-deterministic position, masked out below
-    entropy = policy_entropy(logits, torch.tensor([[1, 1, 0]]))
+    entropy = masked_mean(token_entropy(logits), torch.tensor([[1, 1, 0]]))
     assert entropy == pytest.approx(math.log(8), rel=1e-6)
 
 

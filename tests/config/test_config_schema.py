@@ -17,7 +17,9 @@ from depgpo.config import (
     VALUE_RANGES,
     Choice,
     ConfigError,
+    Run,
     compose,
+    parse_run,
     run_name,
     run_overrides,
     sweep_runs,
@@ -143,3 +145,14 @@ def test_every_credit_knob_is_a_config_key_with_the_dataclass_default():
     changed = compose(["scale=tiny", "method=depgpo", "credit.incidental_rules=[date]", "credit.reveal_once=false"])
     config = CreditConfig.from_mapping(OmegaConf.to_container(changed.credit))
     assert config.incidental_rules == ("date",) and config.reveal_once is False
+
+
+def test_run_names_are_parsed_in_one_place_and_an_unknown_one_is_refused():
+    """parse_run reads back what run_name writes (the workflow's targets, the report's rows and the identical-
+    checkpoint check all go through it), and names the forms it knows for a name it cannot place."""
+    assert parse_run("depgpo_beta0.25") == Run("depgpo_beta0.25", "depgpo", beta=0.25)
+    assert parse_run("depgpo_direct_only").credit() == CreditConfig(variant="direct_only")
+    assert parse_run("frozen").overrides == ["method=grpo", "rl.lr=0"] and parse_run("grpo").credit() is None
+    for name in ("depgpo_betax", "grpo_direct_only", "mystery", "depgpo_full"):
+        with pytest.raises(ValueError, match="is none of: a method"):
+            parse_run(name)

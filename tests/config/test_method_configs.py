@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
-from depgpo.algos.method_config import METHOD_ESTIMATORS, method_config_problem
+from depgpo.algos.method_config import method_config_problem, method_estimators
 from depgpo.config import ConfigError, validate  # registers credit_default, which the compositions below use
 from depgpo.credit.config import VARIANTS as CREDIT_VARIANTS
 from depgpo.credit.config import CreditConfig
@@ -52,7 +52,7 @@ def key_paths(tree: dict, prefix: str = "") -> set[str]:
 def test_config_groups_hold_exactly_the_methods_and_ablations():
     assert sorted(p.stem for p in (CONFIG_DIR / "method").glob("*.yaml")) == sorted(METHODS)
     assert sorted(p.stem for p in (CONFIG_DIR / "ablation").glob("*.yaml")) == sorted(ABLATIONS)
-    assert sorted(METHODS) == sorted(METHOD_ESTIMATORS)
+    assert sorted(METHODS) == sorted(method_estimators())
     assert sorted(ABLATIONS.values()) == sorted(CREDIT_VARIANTS)
 
 

@@ -285,7 +285,8 @@ def test_table1_with_three_seeds_and_runs_of_one(multi_seed_report):
 
 
 def test_a_run_without_a_common_seed_is_paired_on_task_and_round(tmp_path):
-    from depgpo.report.tables import table1, to_markdown
+    from depgpo.report.render import to_markdown
+    from depgpo.report.tables import table1
 
     results = build_multi_seed_results(tmp_path / "results")
     (results / SETA.path / "eval" / "dapo" / "seed0").rename(results / SETA.path / "eval" / "dapo" / "seed7")

@@ -264,7 +264,7 @@ def test_trainer_runs_as_verls_sync_mode():
     assert seen["mode"] == "sync"
 
 
-def test_run_overrides_compose_into_verls_config_and_its_dataset_reads_our_tasks(sft_policy, tmp_path):
+def test_run_specific_overrides_compose_into_verls_config_and_its_dataset_reads_our_tasks(sft_policy, tmp_path):
     """The paper run's full verl config composes (struct mode), selects our trainer and agent loop, and verl's own
     RLHFDataset reads the task rows that the agent loop needs."""
     from omegaconf import OmegaConf
@@ -272,14 +272,14 @@ def test_run_overrides_compose_into_verls_config_and_its_dataset_reads_our_tasks
 
     from depgpo.policy.model import load_policy
     from depgpo.train.verl_config import compose_verl_config, validate_verl_config
-    from depgpo.train.verl_trainer import TRAINER_MODE, attach_overrides, run_overrides
+    from depgpo.train.verl_trainer import TRAINER_MODE, attach_overrides, run_specific_verl_overrides
 
     _, checkpoint, train = sft_policy
     overrides = ["scale=paper", "model=qwen3.5-9b", "data=seta", "method=depgpo"]
     cfg = compose(overrides)
     assert cfg.rl.backend == "verl"
     verl_cfg = compose_verl_config(cfg, policy=str(checkpoint), n_gpus=8, out_dir=str(tmp_path / "ckpt"),
-                                   extra_overrides=run_overrides(overrides, train, tmp_path))
+                                   extra_overrides=run_specific_verl_overrides(overrides, train, tmp_path))
     attach_overrides(verl_cfg, overrides)
     validate_verl_config(verl_cfg)  # what verl's main_ppo checks before training
     assert verl_cfg.trainer.v1.trainer_mode == TRAINER_MODE and list(verl_cfg.depgpo.overrides) == overrides

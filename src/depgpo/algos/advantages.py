@@ -189,6 +189,25 @@ def compute_gigpo_advantage(
     return advantages, advantages
 
 
+def compute_advantage(name: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
+                      norm_adv_by_std: bool, turns: TurnBatch | None = None) -> torch.Tensor:
+    """The advantage of the estimator registered in verl as `name`, called as verl's `compute_advantage` calls it
+    (verl.trainer.ppo.ray_trainer): GRPO with `norm_adv_by_std_in_grpo`, every other estimator with the algorithm
+    config, inside `turn_batch(turns)` for the turn-level ones (depgpo.algos.methods)."""
+    import depgpo.algos.verl_registry  # noqa: F401  (registers the declared estimators)
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    function = get_adv_estimator_fn(name)
+    common = {"token_level_rewards": token_level_rewards, "response_mask": response_mask, "index": index}
+    if name == "grpo":
+        return function(**common, norm_adv_by_std_in_grpo=norm_adv_by_std)[0]
+    config = {"norm_adv_by_std_in_grpo": norm_adv_by_std}
+    if turns is None:
+        return function(**common, config=config)[0]
+    with turn_batch(turns):
+        return function(**common, config=config)[0]
+
+
 def discounted_returns(step_rewards: Sequence[float], gamma: float) -> list[float]:
     """R_t = sum_k gamma^k r_{t+k} within one trajectory (GiGPO Eq. 5)."""
     returns = [0.0] * len(step_rewards)

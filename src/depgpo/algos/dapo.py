@@ -7,8 +7,7 @@ them without importing verl.
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -35,40 +34,28 @@ def informative_trajectory_mask(group_ids: Sequence[Hashable], metric_values: Se
     return np.array([group_id in keep for group_id in group_ids], dtype=bool)
 
 
-@dataclass
-class Refill(Generic[Group]):
-    groups: list[Group]  # exactly the requested number of informative groups, in draw order
-    num_gen_batches: int  # generation batches drawn to get them
-    num_dropped: int  # uninformative groups discarded on the way
-
-
-def refill_groups(
-    draw_batch: Callable[[], Sequence[Group]],
-    metric_values: Callable[[Group], Sequence[float]],
-    num_groups: int,
+def collect_groups(
+    draw: Callable[[int, int], Sequence[Group]],
+    rewards: Callable[[Group], Sequence[float]],
+    wanted: int,
+    dynamic_sampling: bool,
     max_num_gen_batches: int,
-) -> Refill[Group]:
-    """Draw generation batches until `num_groups` informative groups are collected (DAPO dynamic sampling).
-
-    Like verl's recipe: surplus groups of the last batch are cut off, and running out of the budget of
-    `max_num_gen_batches` batches raises; a budget <= 0 means no limit.
-    """
+) -> tuple[list[Group], list[Group]]:
+    """(kept, dropped): the groups of one update. `draw(first, n)` samples the groups of draws first..first+n-1.
+    Without dynamic sampling that is `wanted` draws, all kept. With it (DAPO), groups whose rewards are all equal are
+    dropped and each round draws as many as are still missing, within a budget of `wanted` x max_num_gen_batches
+    draws (verl's recipe counts generation batches of `wanted`); when the budget runs out the update trains on the
+    groups it has, and on none when every group was dropped (the trainer then skips its gradient step)."""
+    max_draws = wanted * max(1, max_num_gen_batches) if dynamic_sampling else wanted
     kept: list[Group] = []
-    num_dropped = 0
-    num_gen_batches = 0
-    while len(kept) < num_groups:
-        if 0 < max_num_gen_batches <= num_gen_batches:
-            raise RuntimeError(
-                f"only {len(kept)} of {num_groups} informative groups after {num_gen_batches} generation batches "
-                f"(max_num_gen_batches={max_num_gen_batches}); the tasks may be too hard or too easy"
-            )
-        num_gen_batches += 1
-        for group in draw_batch():
-            if is_informative(metric_values(group)):
-                kept.append(group)
-            else:
-                num_dropped += 1
-    return Refill(groups=kept[:num_groups], num_gen_batches=num_gen_batches, num_dropped=num_dropped)
+    dropped: list[Group] = []
+    drawn = 0
+    while len(kept) < wanted and drawn < max_draws:
+        size = min(wanted - len(kept), max_draws - drawn)
+        for group in draw(drawn, size):
+            (dropped if dynamic_sampling and not is_informative(rewards(group)) else kept).append(group)
+        drawn += size
+    return kept, dropped
 
 
 def overlong_penalty(

@@ -15,10 +15,11 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     return torch.distributions.Categorical(logits=logits.float()).entropy()
 
 
-def policy_entropy(logits: torch.Tensor, response_mask: torch.Tensor) -> float:
-    """Mean token entropy over the generated (response_mask == 1) tokens of the batch."""
+def masked_mean(values: torch.Tensor, response_mask: torch.Tensor) -> float:
+    """Mean of per-token `values` over the generated (response_mask == 1) tokens of the batch: the policy entropy
+    the trainer logs, from token_entropy's values."""
     mask = response_mask.float()
-    return float((token_entropy(logits) * mask).sum() / mask.sum().clamp(min=1.0))
+    return float((values * mask).sum() / mask.sum().clamp(min=1))
 
 
 def gradient_norm(parameters: Iterable[torch.nn.Parameter]) -> float:

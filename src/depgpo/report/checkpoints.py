@@ -14,6 +14,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from depgpo.config import parse_run
 from depgpo.credit import CreditConfig, step_factors_for
 
 
@@ -41,14 +42,12 @@ def identical_groups(setting_dir: Path) -> list[list[Path]]:
 
 
 def credit_config(run: str) -> CreditConfig | None:
-    """The credit of a DepGPO run directory name (depgpo, depgpo_beta0.25, depgpo_direct_only); None otherwise."""
-    if run == "depgpo":
-        return CreditConfig()
-    if run.startswith("depgpo_beta"):
-        return CreditConfig(beta=float(run.removeprefix("depgpo_beta")))
-    if run.startswith("depgpo_"):
-        return CreditConfig(variant=run.removeprefix("depgpo_"))
-    return None
+    """The credit of a run directory name with credit ablations (depgpo, depgpo_beta0.25, depgpo_direct_only); None
+    for other runs and for names that are no run (depgpo.config.parse_run)."""
+    try:
+        return parse_run(run).credit()
+    except ValueError:
+        return None
 
 
 def _live_trajectories(run_dir: Path) -> list[dict]:

@@ -16,11 +16,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from depgpo.algos.methods import estimators, methods
 from depgpo.report.load import MissingInput, ResultsTree, Setting
 from depgpo.report.stats import Interval, match_attempts, paired_difference
 from depgpo.report.tables import TEST_SETS
 
-CURVES = {"depgpo": ("DepGPO", "tab:blue"), "grpo": ("GRPO", "tab:pink"), "gigpo": ("GiGPO", "tab:olive")}
 REWARD = "train/reward_mean"
 FROZEN = "frozen"  # a control run of depgpo.config.CONTROL_RUNS: the SFT policy on the methods' draws
 TRAINING_PANELS = [(REWARD, "(a) training reward", False),
@@ -74,7 +74,7 @@ def fig1b(tree: ResultsTree, focal: Setting) -> Plot:
     later_turns = recurrence[recurrence.turn > 0].recurs
     figure = Figure(figsize=(4.5, 3.2), layout="constrained")
     ax = figure.subplots()
-    ax.bar(by_turn.index, by_turn.values, color=CURVES["gigpo"][1])
+    ax.bar(by_turn.index, by_turn.values, color=methods()["gigpo"].color)
     ax.set_ylim(0, 1)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("turn")
@@ -161,13 +161,15 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
     """Training reward, entropy (log scale) and gradient norm of DepGPO, GRPO and GiGPO; DepGPO's step-factor std.
     Where the `frozen` control ran, panel (a) also shows it, and each label gives the method's mean gain over it."""
     runs, notes = {}, []
-    for run in CURVES:
+    drawn = [m for m in methods().values() if m.training_curve is not None]
+    curves = {m.name: m for m in sorted(drawn, key=lambda m: m.training_curve)}
+    for run in curves:
         try:
             runs[run] = tree.run_metrics(focal, run)
         except MissingInput as missing:
             notes.append(str(missing))
     if not runs:
-        raise MissingInput(f"{focal.path}/rl/{{{','.join(CURVES)}}}/seed*/metrics.jsonl", "rl")
+        raise MissingInput(f"{focal.path}/rl/{{{','.join(curves)}}}/seed*/metrics.jsonl", "rl")
     try:
         frozen = tree.run_metrics(focal, FROZEN, (REWARD,))
     except MissingInput:  # the control is optional (config `controls`); the paper's grid has none
@@ -178,13 +180,12 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
     panels = [*TRAINING_PANELS, (STEP_FACTOR_STD, "(d) DepGPO step-factor std", False)]
     for ax, (key, title, log_scale) in zip(axes, panels):
         for run, metrics in runs.items():
-            if key == STEP_FACTOR_STD and run != "depgpo":
+            if key == STEP_FACTOR_STD and "step_factors" not in estimators()[curves[run].estimator].turn_inputs:
                 continue
             if key not in metrics or metrics[key].isna().all():
                 notes.append(f"{focal.path}/rl/{run}: metrics.jsonl has no '{key}'")
                 continue
-            label, color = CURVES[run]
-            label = seeds_label(label, metrics)
+            label, color = seeds_label(curves[run].label, metrics), curves[run].color
             gain = gain_over_frozen(metrics, frozen) if key == REWARD and frozen is not None else math.nan
             if not math.isnan(gain):  # nan: no (seed, update) in common with the control
                 label = f"{label} ({gain:+.2f} vs frozen)"

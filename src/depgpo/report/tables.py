@@ -10,42 +10,24 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from depgpo.algos.methods import methods
+from depgpo.config import BETA_INFIX, Run, parse_run
 from depgpo.report.load import MissingInput, ResultsTree, Setting
+from depgpo.report.render import BEST, NOT_AVAILABLE, SECOND, Table
 from depgpo.report.stats import Interval, paired_difference, pass_at_1_interval
 
 TEST_SETS = {"test_tb20": "TB2.0", "test_tb21": "TB2.1"}
-METHODS = {"sft": "SFT", "grpo": "GRPO", "dapo": "DAPO", "dppo": "DPPO", "gigpo": "GiGPO", "depgpo": "DepGPO"}
+SFT_ROW = {"sft": "SFT"}  # the SFT policy, evaluated as run `sft`: Table 1's first row
 ABLATIONS = {  # run depgpo_{variant} -> Table 2 row
     "binary_write": "Binary write contribution",
     "no_verifier_filter": "Without verifier filtering",
     "no_read_credit": "Without supporting-read credit",
     "direct_only": "Direct writes only",
 }
-BETA_PREFIX = "depgpo_beta"
-NOT_AVAILABLE = "–"
-BEST, SECOND = "best", "second"
-
-
-@dataclass
-class Table:
-    caption: str
-    cells: pd.DataFrame  # display text; the index holds the row labels, columns may have two levels
-    numbers: pd.DataFrame  # the values behind the cells, one row per value
-    marks: pd.DataFrame | None = None  # BEST / SECOND / "" per cell
-    notes: list[str] = field(default_factory=list)
-
-    def write(self, out: Path, name: str) -> list[Path]:
-        paths = [out / f"{name}.csv", out / f"{name}.md", out / f"{name}.tex"]
-        self.numbers.to_csv(paths[0], index=False)
-        paths[1].write_text(to_markdown(self, name))
-        paths[2].write_text(to_latex(self, name))
-        return paths
-
 
 # ---------------------------------------------------------------------- statistics
 
@@ -176,18 +158,38 @@ def pass_at_1_rows(tree: ResultsTree, evals: pd.DataFrame, setting: Setting, run
 # ---------------------------------------------------------------------- Table 1
 
 
+def method_rows() -> dict[str, str]:
+    """run -> Table 1 row label: the SFT policy, then every declared method in report order."""
+    return {**SFT_ROW, **{name: declared.label for name, declared in methods().items()}}
+
+
+def unplaced_runs(runs) -> list[str]:
+    """Notes for evaluated runs whose names are neither SFT nor a run depgpo.config.parse_run can place: listed,
+    never silently dropped (a method evaluated under a name nobody declared)."""
+    notes = []
+    for run in sorted(set(runs) - set(SFT_ROW)):
+        try:
+            parse_run(run)
+        except ValueError as e:
+            notes.append(f"eval/{run} is in no table: {e} (declare the method: docs/extending.md)")
+    return notes
+
+
 def table1(tree: ResultsTree, focal: Setting) -> Table:
     """pass@1 of every method in every setting; best and second-best per setting and test set."""
+    rows = method_rows()
     summary = pass_at_1_summary(tree)
-    summary = summary[summary.run.isin(METHODS) & summary.test.isin(TEST_SETS)]
+    unplaced = unplaced_runs(summary.run)
+    summary = summary[summary.run.isin(rows) & summary.test.isin(TEST_SETS)]
     if summary.empty:
-        raise MissingInput(f"*/*/eval/{{{','.join(METHODS)}}}/seed*/{{{','.join(TEST_SETS)}}}.json", "eval")
+        raise MissingInput(f"*/*/eval/{{{','.join(rows)}}}/seed*/{{{','.join(TEST_SETS)}}}.json", "eval")
     settings = [s for s in tree.settings if not eval_in_setting(summary, s).empty]
-    methods = {run: label for run, label in METHODS.items() if run in set(summary.run)}
+    methods = {run: label for run, label in rows.items() if run in set(summary.run)}
     columns = pd.MultiIndex.from_tuples([(s.label, test) for s in settings for test in TEST_COLUMNS.values()])
     cells = pd.DataFrame(NOT_AVAILABLE, index=list(methods.values()), columns=columns)
     means = pd.DataFrame(math.nan, index=list(methods.values()), columns=columns)
-    notes = [str(MissingInput(f"*/*/eval/{run}/seed*/*.json", "eval")) for run in METHODS if run not in methods]
+    notes = unplaced + [str(MissingInput(f"*/*/eval/{run}/seed*/*.json", "eval")) for run in rows
+                        if run not in methods]
     frames = []
     for setting in settings:
         setting_cells, numbers, setting_notes = pass_at_1_rows(tree, eval_in_setting(summary, setting), setting,
@@ -211,12 +213,22 @@ def table1(tree: ResultsTree, focal: Setting) -> Table:
 # ---------------------------------------------------------------------- Table 2
 
 
+def placed_runs(runs) -> list[Run]:
+    """The runs among `runs` that depgpo.config.parse_run can place (unplaced_runs notes the others)."""
+    placed = []
+    for run in sorted(set(runs)):
+        try:
+            placed.append(parse_run(run))
+        except ValueError:
+            continue
+    return placed
+
+
 def ablation_variants(runs: set[str]) -> dict[str, str]:
-    """run -> row label of the `depgpo_{variant}` runs other than the β sweep, the paper's variants first."""
-    variants = sorted(run.removeprefix("depgpo_") for run in runs
-                      if run.startswith("depgpo_") and not run.startswith(BETA_PREFIX))
-    ordered = [v for v in ABLATIONS if v in variants] + [v for v in variants if v not in ABLATIONS]
-    return {f"depgpo_{v}": ABLATIONS.get(v, v) for v in ordered}
+    """run -> row label of DepGPO's ablation runs (`depgpo_{variant}`), the paper's variants first."""
+    variants = {run.ablation: run.name for run in placed_runs(runs) if run.method == "depgpo" and run.ablation}
+    ordered = [v for v in ABLATIONS if v in variants] + sorted(v for v in variants if v not in ABLATIONS)
+    return {variants[v]: ABLATIONS.get(v, v) for v in ordered}
 
 
 def table2(tree: ResultsTree, focal: Setting) -> Table:
@@ -246,9 +258,9 @@ def configured_beta(tree: ResultsTree, setting: Setting, run: str) -> float | No
 def table9(tree: ResultsTree, focal: Setting) -> Table:
     """The β sweep: `depgpo_beta{β}` runs and full DepGPO at its configured β."""
     evals = eval_in_setting(pass_at_1_summary(tree), focal)
-    sweep = {run: float(run.removeprefix(BETA_PREFIX)) for run in set(evals.run) if run.startswith(BETA_PREFIX)}
+    sweep = {run.name: run.beta for run in placed_runs(evals.run) if run.method == "depgpo" and run.beta is not None}
     if not sweep:
-        raise MissingInput(f"{focal.path}/eval/{BETA_PREFIX}*/seed*/*.json", "eval")
+        raise MissingInput(f"{focal.path}/eval/depgpo{BETA_INFIX}*/seed*/*.json", "eval")
     notes = []
     if "depgpo" not in set(evals.run):
         notes.append(missing_eval(focal, "depgpo"))
@@ -391,82 +403,3 @@ def table6(tree: ResultsTree, focal: Setting) -> Table:
 
 
 # ---------------------------------------------------------------------- rendering
-
-
-def flat_columns(columns: pd.Index) -> list[str]:
-    return [" ".join(c) if isinstance(c, tuple) else str(c) for c in columns]
-
-
-def mark_first_line(template: str, cell: str) -> str:
-    first, newline, rest = cell.partition("\n")
-    return template.format(first) + newline + rest
-
-
-def marked_cells(table: Table, best: str, second: str) -> pd.DataFrame:
-    """The cells with the mark templates applied to their first line ("{}" stands for that line's text): the mark
-    is about pass@1, not the differences below it."""
-    if table.marks is None:
-        return table.cells
-    templates = table.marks.replace({BEST: best, SECOND: second, "": "{}"})
-    text = [[mark_first_line(template, cell) for cell, template in zip(cells, row_templates)]
-            for cells, row_templates in zip(table.cells.values, templates.values)]
-    return pd.DataFrame(text, index=table.cells.index, columns=table.cells.columns)
-
-
-def to_markdown(table: Table, name: str) -> str:
-    """A pipe table; the lines of a multi-line cell are separated by <br>."""
-    cells = marked_cells(table, "**{}**", "<u>{}</u>").map(lambda cell: cell.replace("\n", "<br>"))
-    header = [cells.index.name or ""] + flat_columns(cells.columns)
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join([":---"] + ["---:"] * len(cells.columns)) + "|"]
-    lines += ["| " + " | ".join([str(label), *row]) + " |" for label, row in zip(cells.index, cells.values)]
-    notes = "".join(f"\n- {note}" for note in table.notes)
-    return f"**{name}.** {table.caption}\n\n" + "\n".join(lines) + "\n" + (f"\nNotes:{notes}\n" if notes else "")
-
-
-LATEX_REPLACEMENTS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                      "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                      "±": r"$\pm$", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "×": r"$\times$", "β": r"$\beta$",
-                      "–": "--", "…": r"\ldots{}", "<": r"\textless{}", ">": r"\textgreater{}", "Δ": r"$\Delta$",
-                      "−": "$-$"}
-
-
-def latex_escape(text: str) -> str:
-    return "".join(LATEX_REPLACEMENTS.get(char, char) for char in str(text))
-
-
-def latex_header(columns: pd.Index, corner: str) -> list[str]:
-    """Header rows; the upper level of two-level columns spans its runs of equal labels."""
-    if not isinstance(columns, pd.MultiIndex):
-        return [" & ".join([latex_escape(corner), *map(latex_escape, columns)]) + r" \\"]
-    groups: list[list] = []
-    for top, _ in columns:
-        if groups and groups[-1][0] == top:
-            groups[-1][1] += 1
-        else:
-            groups.append([top, 1])
-    top_row = "".join(f" & \\multicolumn{{{n}}}{{c}}{{{latex_escape(label)}}}" for label, n in groups)
-    rules, start = [], 2
-    for _, n in groups:
-        rules.append(f"\\cmidrule(lr){{{start}-{start + n - 1}}}")
-        start += n
-    bottom_row = " & ".join([latex_escape(corner), *(latex_escape(sub) for _, sub in columns)])
-    return [top_row + r" \\", " ".join(rules), bottom_row + r" \\"]
-
-
-def latex_lines(cell: str) -> str:
-    """A multi-line cell as a nested one-column tabular (no package needed)."""
-    if "\n" not in cell:
-        return cell
-    return r"\begin{tabular}[t]{@{}c@{}}" + r" \\ ".join(cell.split("\n")) + r"\end{tabular}"
-
-
-def to_latex(table: Table, name: str) -> str:
-    escaped = Table(table.caption, table.cells.map(latex_escape), table.numbers, table.marks, table.notes)
-    cells = marked_cells(escaped, r"\textbf{{{}}}", r"\underline{{{}}}").map(latex_lines)
-    body = [" & ".join([latex_escape(label), *row]) + r" \\" for label, row in zip(cells.index, cells.values)]
-    lines = [r"\begin{table}[t]", r"\centering", f"\\caption{{{latex_escape(table.caption)}}}",
-             f"\\label{{tab:{name}}}", f"\\begin{{tabular}}{{l{'c' * len(cells.columns)}}}", r"\toprule",
-             *latex_header(cells.columns, cells.index.name or ""), r"\midrule", *body, r"\bottomrule",
-             r"\end{tabular}", r"\end{table}"]
-    lines += [f"% note: {note}" for note in table.notes]
-    return "\n".join(lines) + "\n"

@@ -24,9 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from depgpo.agent.config import agent_config
 from depgpo.agent.loop import Rollout, assign_credit, iter_rollouts
-from depgpo.algos.dapo import is_informative, overlong_penalty
+from depgpo.algos.advantages import TurnBatch, compute_advantage
+from depgpo.algos.dapo import collect_groups, overlong_penalty
 from depgpo.algos.losses import actor_loss, build_actor_config
-from depgpo.algos.metrics import episode_health, gradient_norm, token_entropy, update_metrics
+from depgpo.algos.methods import estimator
+from depgpo.algos.metrics import episode_health, gradient_norm, masked_mean, token_entropy, update_metrics
 from depgpo.policy.generate import logprobs_from_logits, make_policy, response_logits
 from depgpo.policy.device import resolve_device
 from depgpo.policy.model import load_policy, save_policy
@@ -125,21 +127,15 @@ class RLTrainer:
         return order[position]
 
     def collect(self, update: int) -> tuple[list[Group], list[Group]]:
-        """(kept, dropped) groups: tasks_per_update groups; with DAPO's dynamic sampling, groups whose rewards are all
-        equal are dropped and replaced by fresh ones, for at most max_num_gen_batches batches of draws."""
-        wanted = self.cfg.rl.tasks_per_update
-        filtering = self.cfg.algorithm.filter_groups.enable
-        max_draws = wanted * max(1, self.cfg.algorithm.filter_groups.max_num_gen_batches) if filtering else wanted
-        kept, dropped, draw = [], [], 0
-        while len(kept) < wanted and draw < max_draws:
-            batch = [(self._draw_task(), draw + i) for i in range(min(wanted - len(kept), max_draws - draw))]
-            draw += len(batch)
-            for group in self._rollout_groups(batch, update):
-                if filtering and not is_informative([r.reward for r in group.rollouts]):
-                    dropped.append(group)
-                else:
-                    kept.append(group)
-        return kept, dropped
+        """(kept, dropped) groups of tasks_per_update draws; with DAPO's dynamic sampling, groups whose rewards are
+        all equal are dropped and replaced by fresh ones (depgpo.algos.dapo.collect_groups)."""
+        sampling = self.cfg.algorithm.filter_groups
+
+        def draw(first: int, size: int) -> list[Group]:
+            return self._rollout_groups([(self._draw_task(), first + i) for i in range(size)], update)
+
+        return collect_groups(draw, lambda group: [r.reward for r in group.rollouts], self.cfg.rl.tasks_per_update,
+                              sampling.enable, sampling.max_num_gen_batches)
 
     # ------------------------------------------------------------------ batch and advantages
     def _padded(self, rows: list[list], fill) -> torch.Tensor:
@@ -147,14 +143,11 @@ class RLTrainer:
         return torch.tensor([list(r) + [fill] * (width - len(r)) for r in rows])
 
     def advantages(self, groups: list[Group]) -> tuple[torch.Tensor, dict]:
-        """Per-token advantages from the estimator registered in verl under `algorithm.adv_estimator`."""
-        import depgpo.algos.verl_registry  # noqa: F401  (registers "depgpo" and "gigpo")
-        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
-
+        """Per-token advantages from the estimator declared under `algorithm.adv_estimator` (depgpo.algos.methods),
+        called as verl's trainer calls it: turn-level estimators read the batch's turns from a TurnBatch."""
         rollouts = [r for g in groups for r in g.rollouts]
         index = np.array([f"{gi}:{g.task.id}" for gi, g in enumerate(groups) for _ in g.rollouts], dtype=object)
         mask = self._padded([r.response_mask for r in rollouts], 0).float()
-        turn_ids = self._padded([r.turn_ids for r in rollouts], -1).long()
         rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
         algorithm = self.cfg.algorithm
         if algorithm.overlong.enable:
@@ -166,23 +159,19 @@ class RLTrainer:
         token_rewards = torch.zeros_like(mask)
         token_rewards[torch.arange(len(rollouts)), last_model_token] = rewards
         info: dict = {"rewards": [r.reward for r in rollouts], "group_ids": list(index)}
-        estimator = get_adv_estimator_fn(algorithm.adv_estimator)
-        common = {"token_level_rewards": token_rewards, "response_mask": mask, "index": index}
-        if algorithm.adv_estimator == "depgpo":
-            for r in rollouts:  # rollouts made elsewhere (recorded batches) come without credit
-                if r.step_factors is None:
-                    assign_credit(r, self.agent_config.credit)
-            factors = [r.step_factors for r in rollouts]
-            adv, _ = estimator(**common, norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std, turn_ids=turn_ids,
-                               step_factors=factors)
-            info.update(step_factors=factors, credit_diagnostics=[r.credit_diagnostics for r in rollouts])
-        elif algorithm.adv_estimator == "gigpo":
-            # The verifier's reward arrives after the last turn: the step reward of every earlier turn is 0.
-            step_rewards = [[0.0] * (r.num_turns - 1) + [r.reward] if r.num_turns else [] for r in rollouts]
-            adv, _ = estimator(**common, turn_ids=turn_ids, anchor_keys=[r.anchor_keys for r in rollouts],
-                               step_rewards=step_rewards, **algorithm.gigpo)
-        else:  # grpo (GRPO, DAPO, DPPO: they differ in sampling and loss, not in the advantage)
-            adv, _ = estimator(**common, norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std)
+        declared, turns = estimator(algorithm.adv_estimator), None
+        if declared.turn_level:
+            if "step_factors" in declared.turn_inputs:
+                for r in rollouts:  # rollouts made elsewhere (recorded batches) come without credit
+                    if r.step_factors is None:
+                        assign_credit(r, self.agent_config.credit)
+                info.update(step_factors=[r.step_factors for r in rollouts],
+                            credit_diagnostics=[r.credit_diagnostics for r in rollouts])
+            turns = TurnBatch(turn_ids=[list(r.turn_ids) for r in rollouts],
+                              step_factors=info.get("step_factors", []),
+                              anchor_keys=[r.anchor_keys for r in rollouts] if "anchor_keys" in declared.turn_inputs
+                              else [], gigpo=dict(algorithm.gigpo))
+        adv = compute_advantage(declared.name, token_rewards, mask, index, algorithm.norm_adv_by_std, turns)
         return adv, info
 
     # ------------------------------------------------------------------ one update
@@ -225,7 +214,7 @@ class RLTrainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.rl.grad_clip)
             self.optimizer.step()
             if epoch == 0:  # the entropy of the policy that sampled the batch
-                masked_entropy = float((entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
+                masked_entropy = masked_mean(entropy.detach(), mask)
             per_epoch.append({"train/loss": float(loss.detach()), "grad_norm": grad_norm, **loss_metrics})
         mean = {key: sum(m[key] for m in per_epoch) / len(per_epoch) for key in per_epoch[0]}  # as verl logs them
         metrics = update_metrics(rewards=info["rewards"], group_ids=info["group_ids"], entropy=masked_entropy,

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from depgpo.algos.verl_registry import TURN_LEVEL_ESTIMATORS, TurnBatch, turn_batch
+from depgpo.algos.methods import estimators
+from depgpo.algos.verl_registry import TurnBatch, turn_batch
 
 TRAINER_MODE = "depgpo_sync"
 
@@ -54,7 +55,8 @@ def _register_trainer():
 
     @register_trainer(TRAINER_MODE)
     class DepGPOTrainerSync(PPOTrainerSync):
-        """verl's synchronous trainer; advantages of "depgpo" and "gigpo" also see each trajectory's turns."""
+        """verl's synchronous trainer; turn-level estimators (depgpo.algos.methods) also see each trajectory's
+        turns."""
 
         def __init__(self, config, *args, **kwargs):
             # verl's trainer base tests `trainer_mode == "sync"` by name (replay buffer, batch sizes, checkpoints):
@@ -63,7 +65,8 @@ def _register_trainer():
             super().__init__(config, *args, **kwargs)
 
         def _compute_advantage(self, batch, metrics):
-            if self.config.algorithm.adv_estimator not in TURN_LEVEL_ESTIMATORS:
+            declared = estimators().get(self.config.algorithm.adv_estimator)  # None: one of verl's own
+            if declared is None or not declared.turn_level:
                 return super()._compute_advantage(batch, metrics)
             data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
             extra_fields = data.pop("extra_fields").tolist()  # rows in batch.keys order, as verl's own fetch
@@ -95,7 +98,7 @@ def write_dataset(task_dirs: list[Path], overrides: list[str], path: Path) -> Pa
 AGENT_LOOPS_YAML = "- name: depgpo_terminal\n  _target_: depgpo.agent.verl_loop.TerminalAgentLoop\n"
 
 
-def run_overrides(overrides: list[str], train: Path, out_dir: Path) -> list[str]:
+def run_specific_verl_overrides(overrides: list[str], train: Path, out_dir: Path) -> list[str]:
     """The overrides of verl's config that one run adds to `verl_overrides(cfg)`: its data set, the agent-loop
     registry file (both written into `out_dir/verl`) and this trainer."""
     from depgpo.tasks import task_dirs
@@ -144,7 +147,7 @@ def run_verl_rl(cfg: DictConfig, overrides: list[str], policy: Path, train: Path
         raise RuntimeError("rl.backend=verl needs GPUs (vLLM rollouts); on CPU use rl.backend=local")
     verl_cfg = compose_verl_config(cfg, policy=str(Path(policy).resolve()), n_gpus=n_gpus,
                                    out_dir=str((out_dir / "verl" / "checkpoints").resolve()),
-                                   extra_overrides=run_overrides(overrides, train, out_dir))
+                                   extra_overrides=run_specific_verl_overrides(overrides, train, out_dir))
     attach_overrides(verl_cfg, overrides)
     auto_set_device(verl_cfg)  # what verl's main_ppo.main does before run_ppo
     validate_verl_config(verl_cfg)
