@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers import REPO
 from tests.helpers.credit_examples import COUNT_DATASET_TOKENS
+from tests.helpers.extending_doc import EXTENDING, copy_fixtures
 from tests.helpers.harbor_builder import make_harbor_task
 
 pytestmark = pytest.mark.slow
@@ -85,6 +86,12 @@ def test_run_episode_then_credit_without_torch(bare, tmp_path):
         ("supporting read", 0.5), ("direct write", 1.0), ("read with no downstream use", 0.0)]
     assert result["step_factors"] == [1.0, 2.0, 0.0] and result["fallback"] is None
     assert (tmp_path / "graph.png").stat().st_size > 0  # matplotlib is a base dependency: --graph works too
+
+
+def test_the_extending_doc_runs_without_torch(bare, tmp_path):
+    copy_fixtures(tmp_path)
+    doc = run(bare, "python", "-m", "doctest", str(EXTENDING), cwd=tmp_path)
+    assert doc.returncode == 0, doc.stdout + doc.stderr
 
 
 def test_a_training_stage_names_the_extra_it_needs(bare, tmp_path):
