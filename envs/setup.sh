@@ -64,7 +64,7 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # torch first and pinned: a bare `torch` requirement would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[verl,workflow,test]" 2>&1 \
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[train,verl,workflow,test]" 2>&1 \
   | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import depgpo, torch, verl.trainer.ppo.core_algos, verl.experimental.agent_loop.agent_loop" \
   || { echo "envs/setup.sh: the virtualenv is incomplete (see pip output above)" >&2; exit 1; }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -32,6 +33,10 @@ SUBCOMMANDS = {
 }
 
 BAD_INPUT = 2  # exit code of bad configuration or input
+# The extra of pyproject.toml that brings a missing top-level module: a bare `pip install depgpo` has the tracer,
+# the sandbox, offline inference, credit and the report, not training.
+EXTRA_OF = {"torch": "train", "transformers": "train", "tokenizers": "train", "safetensors": "train",
+            "verl": "verl", "tensordict": "verl", "snakemake": "workflow", "submitit": "workflow"}
 BROKEN_PIPE = 128 + 13  # the shell's status of a command killed by SIGPIPE
 
 
@@ -46,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         except ModuleNotFoundError as e:  # a stage whose optional dependencies are missing stays listed
             if (e.name or "").startswith("depgpo"):
                 raise
-            sub_parser.set_defaults(_missing=str(e))
+            sub_parser.set_defaults(_missing=_missing_module(e))
     args, extra = parser.parse_known_args(argv)
     # A subcommand whose positionals may follow its options (`depgpo credit t.json --format json beta=0.25`) names
     # them in `_positionals`; argparse alone stops collecting a positional list at the first option.
@@ -60,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         return BAD_INPUT
     try:
         return getattr(importlib.import_module(args._module), args._run)(args)
+    except ModuleNotFoundError as e:
+        # Stages import their heavy dependencies when they run: without the extra, one line instead of a traceback
+        # (only where the package itself is absent, not a module missing inside an installed one).
+        top = (e.name or "").split(".")[0]
+        if top not in EXTRA_OF or importlib.util.find_spec(top) is not None:
+            raise
+        print(f"error: depgpo {args.command} is unavailable: {_missing_module(e)}", file=sys.stderr)
+        return BAD_INPUT
     except BrokenPipeError:
         # The reader went away (`depgpo credit … | head`): stop quietly, as cat does. Python would otherwise
         # report the pipe again when it flushes stdout at exit.
@@ -72,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
             print(exit_.code, file=sys.stderr)
             return BAD_INPUT
         raise
+
+
+def _missing_module(error: ModuleNotFoundError) -> str:
+    extra = EXTRA_OF.get((error.name or "").split(".")[0])
+    return f"{error} (pip install 'depgpo[{extra}]'; envs/setup.sh installs every extra)" if extra else str(error)
 
 
 if __name__ == "__main__":

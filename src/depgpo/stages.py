@@ -23,6 +23,8 @@ def _compose(args: argparse.Namespace):
 
     try:
         cfg = compose(args.overrides)
+    except ModuleNotFoundError:
+        raise  # validation imports the training code: without torch, depgpo.cli names the extra that brings it
     except Exception as e:  # Hydra's own messages name the group/key and list the valid options
         raise SystemExit(f"error: config: {one_line(e)}")
     import torch

@@ -2,7 +2,7 @@
 
 A policy that solves tasks it has not seen must copy values, names and paths from its context into its commands,
 which in a transformer takes induction heads. The tiny model trained from scratch on a few hundred conversations
-does not form them: it writes the values it was trained on (docs/results.md#can-the-tiny-model-generalise). A few
+does not form them: it writes the values it was trained on (docs/changelog.md#issue-19-session-1). A few
 hundred of these steps before SFT, at a batch of 64 strings drawn from the tokens the conversations' assistant turns
 write, do (the copy's loss falls from 5.1 to 0.45 within 200 steps; at a batch of 16, or drawn from the whole
 vocabulary, it does not within 3,000), and some of them mixed into SFT keep them.

@@ -9,7 +9,7 @@ Optionally (`incomplete_per_task`, config `sft_data.incomplete`) a task also get
 oracle's last two commands (its last change and the check after it), kept although they fail: the mistakes of a
 teacher whose runs were not verified. They give the SFT policy a mistake on its own path (declaring "done" too
 early) for RL to correct; on two training tasks, the tiny policy's only failures were otherwise garbled tokens, and
-RL did not beat the frozen policy (docs/results.md#rl-at-tiny-scale).
+RL did not beat the frozen policy (docs/changelog.md#before-issue-14).
 """
 
 from __future__ import annotations
