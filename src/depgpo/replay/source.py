@@ -105,8 +105,11 @@ def _source(name: str, trajectory: dict, raw: Any) -> ReplaySource:
         if extra is not None:
             unreplayable.append(extra)
             continue
+        # An editor's answer ("File created") is the tool's, not the shell's: nothing to hold the replay against.
+        shell = replayed == text
         steps.append({"text": replayed, "turn": command.get("turn", command.get("index")),
-                      "observation": command.get("observation"), "exit_code": command.get("exit_code"),
+                      "observation": command.get("observation") if shell else None,
+                      "exit_code": command.get("exit_code") if shell else None,
                       "logged_index": command.get("index")})
     for item in unreplayable:
         item.pop("text", None)
