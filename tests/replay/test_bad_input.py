@@ -104,3 +104,13 @@ def test_an_unreadable_source_names_the_file(tmp_path):
     assert proc.returncode == 2
     (line,) = errors(proc)
     assert f"{broken}: not JSON" in line and "expected a trajectory.json object" in line
+
+
+def test_a_hand_edited_trajectory_with_a_bad_command_names_the_field(tmp_path):
+    bad = tmp_path / "trajectory.json"
+    bad.write_text(json.dumps({"schema_version": 1, "task": {"id": "chat-answer"}, "source": "traced",
+                               "verifier": {"reward": 1.0}, "commands": [{"index": 0, "turn": 0}]}))
+    proc = depgpo("replay", str(bad), "--task", str(answer_task(tmp_path)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    (line,) = errors(proc)
+    assert f"{bad}: commands[0].text: missing or not a string; each command needs its shell text" in line

@@ -136,3 +136,35 @@ def test_terminus_keystrokes_into_a_program_waits_and_keys_are_named_not_run(tmp
         (2, "keystrokes")]
     assert "typed into python3" in trajectory["replay"]["unreplayable"][1]["detail"]
     assert "typed without Enter" in trajectory["replay"]["unreplayable"][5]["detail"]
+
+
+def test_a_terminal_bench_1_trial_of_mini_swe_agent_replays_and_its_counterfactual_runs(tmp_path):
+    trial = tmp_path / "count-lines" / "count-lines.1-of-1.2025-08-07__20-46-16"  # the shape of tests/inference's
+    (trial / "sessions").mkdir(parents=True)
+    (trial / "results.json").write_text(json.dumps({
+        "task_id": "count-lines", "instruction": "Write the number of lines of /app/data.txt to /app/n.txt",
+        "is_resolved": True, "failure_mode": "unset"}))
+    (trial / "sessions" / "agent.log").write_text(
+        "root@box:/app# pip install mini-swe-agent\nINSTALL_SUCCESS\n"
+        "\x1b[1;36mmini-swe-agent (step 1, $0.00):\x1b[0m\nTHOUGHT: count.\n\n"
+        "```bash\nwc -l < /app/data.txt\n```\n\nUser:\n<returncode>0</returncode>\n<output>\n4187\n</output>\n"
+        "mini-swe-agent (step 2, $0.01):\nTHOUGHT: write it.\n\n```bash\necho 4187 > /app/n.txt\n```\n\nUser:\n"
+        "<returncode>0</returncode>\n<output>\n</output>\n")
+    task = make_harbor_task(tmp_path / "tasks", "count-lines", instruction="Write the line count to /app/n.txt.",
+                            files={"data.txt": "x\n" * 4187},
+                            test_py="from pathlib import Path\n\ndef test_n():\n"
+                                    "    assert Path('/app/n.txt').read_text().split() == ['4187']\n")
+    trajectory = replay(trial, task, tmp_path / "out")
+    assert trajectory["replay"]["source_format"] == "tb1_trial" and trajectory["replay"]["unreplayable"] == []
+    # mini-swe-agent's <output> is the command's own output: both compared, exit codes too.
+    assert trajectory["replay"]["fidelity"] == {
+        "reward_logged": 1.0, "reward_replayed": 1.0, "reward_matches": True, "observations_compared": 2,
+        "observations_differing": 0, "differing_share": 0.0, "differing": []}
+
+    proc = depgpo("counterfactual", str(trial), "--task", str(task), "--format", "json", "--timeout", "20")
+    result = json.loads(proc.stdout)
+    assert [(c["text"], c["necessary"], c["credit"] > 0) for c in result["commands"]] == [
+        ("wc -l < /app/data.txt", False, True),  # revealed the number the answer typed: credited, not necessary
+        ("echo 4187 > /app/n.txt", True, True)]
+    (wc, _) = result["commands"]
+    assert wc["credited_read"] is True and wc["reward_perturbed"] is None  # not a generated task

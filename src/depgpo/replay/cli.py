@@ -54,6 +54,10 @@ def run_replay(args: argparse.Namespace) -> int:
         except (ReplayError, ValueError) as error:
             status = _bad(args, _named(source.name, error))
             continue
+        except Exception as error:  # noqa: BLE001 - one trajectory must not stop the batch; the reason is said
+            status = _bad(args, f"{source.name}: replay failed: {type(error).__name__}: {error} (the sandbox or an "
+                                "image build failed: see the message; else an internal error, please report it)")
+            continue
         for line in problems(source, trajectory, args.timeout):
             status = _bad(args, line)
         fid = trajectory["replay"]["fidelity"]
@@ -78,6 +82,10 @@ def run_counterfactual(args: argparse.Namespace) -> int:
             result, lines = counterfactual(source, args.task, agent.episode, agent.credit, agent.workers, out)
         except (ReplayError, ValueError) as error:
             status = _bad(args, _named(source.name, error))
+            continue
+        except Exception as error:  # noqa: BLE001 - one trajectory must not stop the batch; the reason is said
+            status = _bad(args, f"{source.name}: replay failed: {type(error).__name__}: {error} (the sandbox or an "
+                                "image build failed: see the message; else an internal error, please report it)")
             continue
         for line in lines:
             status = _bad(args, line)

@@ -18,8 +18,9 @@ from depgpo.replay.source import ReplaySource
 from depgpo.tasks import Task
 
 # Formats whose logged observation is a terminal pane after a turn: it shows the prompt and the command too, and only
-# a turn's last command has one. There a replayed output matches when the pane contains it.
-PANE_FORMATS = {"terminus2", "tb1_trial", "harbor"}
+# a turn's last command has one. There a replayed output matches when the pane contains it. (A Terminal-Bench 1
+# trial's <output> block is the command's own output, as mini-swe-agent showed it: compared like a tool result.)
+PANE_FORMATS = {"terminus2", "harbor"}
 DIVERGENT_SHARE = 0.5  # above this share of differing observations a replay is reported as diverging
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\r")
 _EXIT_LINE = re.compile(r"(?im)^\W*exit(?:[ _]?code|[ _]status)\W*-?\d{1,9}\W*$|<returncode>\s*-?\d+\s*</returncode>")

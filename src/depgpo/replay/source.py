@@ -72,8 +72,24 @@ def read_sources(path: Path) -> list[ReplaySource]:
         raise SourceError(str(error)) from error
     raws = _raw_items(path, len(trajectories))
     many = len(trajectories) > 1
-    return [_source(f"{path}[{k}]" if many else str(path), trajectory, raw)
-            for k, (trajectory, raw) in enumerate(zip(trajectories, raws))]
+    sources = []
+    for k, (trajectory, raw) in enumerate(zip(trajectories, raws)):
+        name = f"{path}[{k}]" if many else str(path)
+        _check_commands(name, trajectory)
+        sources.append(_source(name, trajectory, raw))
+    return sources
+
+
+def _check_commands(name: str, trajectory: dict) -> None:
+    """A hand-edited trajectory.json is read as it is: each command must at least be an object with its text."""
+    commands = trajectory.get("commands")
+    if not isinstance(commands, list):
+        raise SourceError(f"{name}: field 'commands' is {type(commands).__name__}, not a list; write the commands "
+                          "as a list of objects with a 'text' (docs/trajectory-schema.md)")
+    for k, command in enumerate(commands):
+        if not isinstance(command, dict) or not isinstance(command.get("text"), str):
+            raise SourceError(f"{name}: commands[{k}].text: missing or not a string; each command needs its shell "
+                              "text, e.g. {\"text\": \"ls\", \"turn\": 0}")
 
 
 def _command_list(path: Path) -> list[str] | None:
