@@ -17,10 +17,6 @@ from depgpo.env.episode import Episode, EpisodeConfig, HarnessFailure
 from depgpo.replay.source import ReplaySource
 from depgpo.tasks import Task
 
-# Formats whose logged observation is a terminal pane after a turn: it shows the prompt and the command too, and only
-# a turn's last command has one. There a replayed output matches when the pane contains it. (A Terminal-Bench 1
-# trial's <output> block is the command's own output, as mini-swe-agent showed it: compared like a tool result.)
-PANE_FORMATS = {"terminus2", "harbor"}
 DIVERGENT_SHARE = 0.5  # above this share of differing observations a replay is reported as diverging
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\r")
 _EXIT_LINE = re.compile(r"(?im)^\W*exit(?:[ _]?code|[ _]status)\W*-?\d{1,9}\W*$|<returncode>\s*-?\d+\s*</returncode>")
@@ -78,12 +74,12 @@ def fidelity(source: ReplaySource, trajectory: dict) -> dict:
     compared, differing = 0, []
     for step, record in zip(source.steps, trajectory["commands"]):
         logged = step["observation"]
-        if logged is None or (not logged and source.format in PANE_FORMATS):
+        if logged is None or (not logged and source.pane):
             continue  # a command list has no observations; a pane log shows one per turn
         compared += 1
         code_differs = step["exit_code"] is not None and record["exit_code"] is not None \
             and step["exit_code"] != record["exit_code"]
-        if code_differs or not same_observation(logged, record["observation"], source.format in PANE_FORMATS):
+        if code_differs or not same_observation(logged, record["observation"], source.pane):
             differing.append(record["index"])
     return {"reward_logged": source.reward, "reward_replayed": replayed,
             "reward_matches": None if source.reward is None or replayed is None else source.reward == replayed,

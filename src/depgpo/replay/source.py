@@ -54,6 +54,10 @@ class ReplaySource:
     reward: float | None          # the logged reward (None: unlabelled)
     num_turns: int
     unreplayable: list[dict] = field(default_factory=list)  # {turn, kind, detail}
+    # The logged observations are terminal panes after a turn (Terminus-2 keystrokes, also in Harbor's ATIF): they
+    # show prompts and typed commands too, and only a turn's last command has one. A Terminal-Bench 1 trial's
+    # <output> block and a tool result are the command's own output.
+    pane: bool = False
 
 
 def read_sources(path: Path) -> list[ReplaySource]:
@@ -134,7 +138,8 @@ def _source(name: str, trajectory: dict, raw: Any) -> ReplaySource:
         num_turns = max((s["turn"] for s in steps if isinstance(s["turn"], int)), default=-1) + 1
     return ReplaySource(name, fmt, task_id if isinstance(task_id, str) else None, steps,
                         reward if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
-                        num_turns, sorted(unreplayable, key=lambda item: (item["turn"] is None, item["turn"] or 0)))
+                        num_turns, sorted(unreplayable, key=lambda item: (item["turn"] is None, item["turn"] or 0)),
+                        pane=fmt == "terminus2" or (fmt == "harbor" and '"keystrokes"' in json.dumps(raw)))
 
 
 def _editor_equivalent(text: str, turn: Any) -> tuple[str, dict | None]:
