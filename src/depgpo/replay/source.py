@@ -74,6 +74,9 @@ def read_sources(path: Path) -> list[ReplaySource]:
         trajectories = load_trajectories(path)
     except ValueError as error:
         raise SourceError(str(error)) from error
+    if not trajectories:
+        raise SourceError(f"{path}: holds no trajectory (an empty list); give a trajectory.json, a JSON list of "
+                          "commands, or an agent log")
     raws = _raw_items(path, len(trajectories))
     many = len(trajectories) > 1
     sources = []
