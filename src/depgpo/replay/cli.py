@@ -41,29 +41,37 @@ def _common(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from depgpo.agent.loop import map_in_threads
     from depgpo.replay.run import ReplayError, problems, replay
 
     agent, sources, status = _prepare(args)
     if agent is None:
         return status
     many = len(sources) > 1
-    for number, source in enumerate(sources):
-        out = args.out / f"{number:03d}" if many else args.out
+    outs = [args.out / f"{number:03d}" if many else args.out for number in range(len(sources))]
+
+    def one(job) -> dict | str:
+        """The replayed trajectory, or the line that says why there is none."""
+        source, out = job
         try:
-            trajectory = replay(source, _task(args), agent.episode, out)
+            return replay(source, _task(args), agent.episode, out)
         except (ReplayError, ValueError) as error:
-            status = _bad(args, _named(source.name, error))
-            continue
+            return _named(source.name, error)
         except Exception as error:  # noqa: BLE001 - one trajectory must not stop the batch; the reason is said
-            status = _bad(args, f"{source.name}: replay failed: {type(error).__name__}: {error} (the sandbox or an "
-                                "image build failed: see the message; else an internal error, please report it)")
+            return (f"{source.name}: replay failed: {type(error).__name__}: {error} (the sandbox or an image build "
+                    "failed: see the message; else an internal error, please report it)")
+
+    # Several trajectories replay side by side (agent.workers), reported in their order.
+    for source, out, trajectory in zip(sources, outs, map_in_threads(one, list(zip(sources, outs)), agent.workers)):
+        if isinstance(trajectory, str):
+            status = _bad(args, trajectory)
             continue
         for line in problems(source, trajectory, args.timeout):
             status = _bad(args, line)
         fid = trajectory["replay"]["fidelity"]
         print(f"{out / 'trajectory.json'}: reward {fid['reward_replayed']} (logged {fid['reward_logged']}), "
               f"{fid['observations_differing']}/{fid['observations_compared']} observations differ, "
-              f"{len(trajectory['replay']['unreplayable'])} steps not replayable")
+              f"{len(trajectory['replay']['unreplayable'])} steps not replayable", flush=True)
     return status
 
 
