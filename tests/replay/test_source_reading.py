@@ -96,3 +96,17 @@ def test_arbitrary_shapes_raise_only_value_error(tmp_path, document):
     for source in sources:
         assert all(isinstance(s["text"], str) for s in source.steps)
         assert all(set(u) == {"turn", "kind", "detail"} for u in source.unreplayable)
+
+
+def test_keystrokes_typed_into_a_program_are_left_out_but_the_same_text_typed_to_the_shell_is_not(tmp_path):
+    reply = {"analysis": "", "plan": "", "task_complete": False, "commands": [
+        {"keystrokes": "python3\n"}, {"keystrokes": "ls\n"}, {"keystrokes": "exit()\n"}, {"keystrokes": "ls\n"}]}
+    path = tmp_path / "terminus.json"
+    path.write_text(json.dumps([{"role": "user", "content": "Task Description:\nx\n"},
+                                {"role": "assistant", "content": json.dumps(reply)},
+                                {"role": "user", "content": "$ "}]))
+    (source,) = read_sources(path)
+    assert source.format == "terminus2" and source.pane
+    assert [(s["turn"], s["text"]) for s in source.steps] == [(0, "ls")]
+    assert [u["detail"] for u in source.unreplayable] == [
+        "'python3' reads the terminal", "'ls\\n' typed into python3", "'exit()\\n' typed into python3"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,11 +119,14 @@ def _source(name: str, trajectory: dict, raw: Any) -> ReplaySource:
     verifier = trajectory.get("verifier") or {}
     reward = verifier.get("reward")
     unreplayable = list((trajectory.get("replay") or {}).get("unreplayable", [])) if native else _scan(raw)
-    skipped = {(item["turn"], item.get("text")) for item in unreplayable if item.get("text") is not None}
+    # The adapters kept these keystrokes as commands; leave out as many as were named (a multiset: the same text
+    # may also be typed to the shell in the same turn).
+    skipped = Counter((item["turn"], item["text"]) for item in unreplayable if item.get("text") is not None)
     steps = []
     for command in trajectory.get("commands", []):
         text = command.get("text") or ""
-        if (command.get("turn"), text) in skipped:
+        if skipped[(command.get("turn"), text)] > 0:
+            skipped[(command.get("turn"), text)] -= 1
             continue
         replayed, extra = _editor_equivalent(text, command.get("turn"))
         if extra is not None:
