@@ -96,6 +96,7 @@ def test_the_json_holds_what_the_scores_need(counterfactuals):
     # (a), (b) per command, (c); no (d) replay where the task cannot be redrawn
     assert result["cost"]["replays"] == 1 + 4 + 1
     assert result["cost"]["seconds"] > 0 and result["fidelity"]["reward_replayed"] == 1.0
+    assert result["trajectory"] is None  # no --out: the replay (a) was not kept
     for command in result["commands"]:
         assert set(command) >= {"index", "turn", "credit", "reward_without", "necessary", "reward_perturbed"}
         if command["credited_read"]:  # not a generated task: no perturbation, and the reason

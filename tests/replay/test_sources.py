@@ -161,8 +161,12 @@ def test_a_terminal_bench_1_trial_of_mini_swe_agent_replays_and_its_counterfactu
         "reward_logged": 1.0, "reward_replayed": 1.0, "reward_matches": True, "observations_compared": 2,
         "observations_differing": 0, "differing_share": 0.0, "differing": []}
 
-    proc = depgpo("counterfactual", str(trial), "--task", str(task), "--format", "json", "--timeout", "20")
+    proc = depgpo("counterfactual", str(trial), "--task", str(task), "--format", "json", "--timeout", "20", "--out",
+                  str(tmp_path / "kept"))
     result = json.loads(proc.stdout)
+    kept = json.loads((tmp_path / "kept" / "trajectory.json").read_text())  # (a), for scoring other credit configs
+    assert result["trajectory"] == str(tmp_path / "kept" / "trajectory.json")
+    assert kept["replay"]["source_format"] == "tb1_trial" and kept["verifier"]["reward"] == result["reward"]
     assert [(c["text"], c["necessary"], c["credit"] > 0) for c in result["commands"]] == [
         ("wc -l < /app/data.txt", False, True),  # revealed the number the answer typed: credited, not necessary
         ("echo 4187 > /app/n.txt", True, True)]

@@ -77,8 +77,10 @@ def counterfactual(source: ReplaySource, task_dir: Path, episode: EpisodeConfig,
             return result["verifier"]["reward"]
 
         rewards = list(map_in_threads(run, variants, workers))
-    return _result(source, full, credit, variants, rewards, notes, time.monotonic() - started), \
-        problems(source, full, episode.command_timeout_s)
+    result = _result(source, full, credit, variants, rewards, notes, time.monotonic() - started)
+    # The kept replay (a): credit variants (other β, the ablations) can be scored on it without replaying again.
+    result["trajectory"] = str(Path(out_dir) / "trajectory.json") if out_dir is not None else None
+    return result, problems(source, full, episode.command_timeout_s)
 
 
 def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], rewards: list, notes: dict,
