@@ -110,3 +110,16 @@ def test_keystrokes_typed_into_a_program_are_left_out_but_the_same_text_typed_to
     assert [(s["turn"], s["text"]) for s in source.steps] == [(0, "ls")]
     assert [u["detail"] for u in source.unreplayable] == [
         "'python3' reads the terminal", "'ls\\n' typed into python3", "'exit()\\n' typed into python3"]
+
+
+@pytest.mark.parametrize("changes,expected", [
+    ({"commands": [{"text": "ls", "turn": "0"}]}, "commands[0].turn: expected an integer, got '0'"),
+    ({"replay": {"unreplayable": [{"turn": 0, "kind": "wait"}]}}, "replay.unreplayable[0]: expected"),
+    ({"replay": {"unreplayable": "C-c"}}, "replay.unreplayable[0]: expected"),
+])
+def test_a_hand_edited_trajectory_is_named_by_field(tmp_path, changes, expected):
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps({"schema_version": 1, "source": "traced", "commands": [{"text": "ls", "turn": 0}],
+                                **changes}))
+    with pytest.raises(SourceError, match=re.escape(f"{path}: {expected}")):
+        read_sources(path)

@@ -98,6 +98,17 @@ def _check_commands(name: str, trajectory: dict) -> None:
         if not isinstance(command, dict) or not isinstance(command.get("text"), str):
             raise SourceError(f"{name}: commands[{k}].text: missing or not a string; each command needs its shell "
                               "text, e.g. {\"text\": \"ls\", \"turn\": 0}")
+        turn = command.get("turn")
+        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
+            raise SourceError(f"{name}: commands[{k}].turn: expected an integer, got {turn!r}; number the model "
+                              "turns from 0")
+    carried = trajectory.get("replay", {}).get("unreplayable", []) if isinstance(trajectory.get("replay"), dict) \
+        else []
+    for k, item in enumerate(carried if isinstance(carried, list) else [None]):
+        if not (isinstance(item, dict) and isinstance(item.get("kind"), str) and isinstance(item.get("detail"), str)
+                and (item.get("turn") is None or type(item.get("turn")) is int)):
+            raise SourceError(f"{name}: replay.unreplayable[{k}]: expected {{\"turn\": int or null, \"kind\": str, "
+                              "\"detail\": str}; fix or remove the replay section")
 
 
 def _command_list(path: Path) -> list[str] | None:
