@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rows = []
+    load_before = os.getloadavg()  # the machine may be shared: its load is part of what a timing means
     with tempfile.TemporaryDirectory() as tmp:
         for family in FAMILIES:
             task_dir = write_task(build_task(family, "pool", 0, seed=0), Path(tmp) / family, {"split": "pool"})
@@ -45,7 +46,8 @@ def main() -> None:
                     "family": family, "workers": workers, "commands": n, "replays": cost["replays"],
                     "seconds": cost["seconds"], "seconds_per_command": round(cost["seconds"] / n, 3),
                     "seconds_per_replay": round(cost["seconds"] / cost["replays"], 3),
-                    "reward": result["reward"], "sufficient": result["sufficient"],
+                    "reward": result["reward"], "reproducible": result["reproducible"],
+                    "sufficient": result["sufficient"],
                     "necessary": [c["index"] for c in result["commands"] if c["necessary"]],
                     "credited": result["credited"],
                     "perturbed": {c["index"]: c["reward_perturbed"] for c in result["commands"]
@@ -62,7 +64,9 @@ def main() -> None:
             "seconds_per_command": round(sum(r["seconds"] for r in mine) / sum(r["commands"] for r in mine), 3),
             "seconds_per_replay": round(sum(r["seconds"] for r in mine) / sum(r["replays"] for r in mine), 3),
         }
-    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "summary": summary,
+    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "load_average_1_5_15_before": load_before, "after": os.getloadavg()},
+              "summary": summary,
               "rows": rows}
     print(json.dumps(summary, indent=1))
     if args.out:

@@ -93,8 +93,9 @@ def test_necessity_is_what_leave_one_out_replays_give(counterfactuals, name, com
 def test_the_json_holds_what_the_scores_need(counterfactuals):
     _, result = counterfactuals["copy-value"]
     assert len(result["step_factors"]) == len(result["turn_credit"]) == 4
-    # (a), (b) per command, (c); no (d) replay where the task cannot be redrawn
-    assert result["cost"]["replays"] == 1 + 4 + 1
+    # (a) and its repeat, (b) per command, (c); no (d) replay where the task cannot be redrawn
+    assert result["cost"]["replays"] == 2 + 4 + 1
+    assert result["reward_repeat"] == 1.0 and result["reproducible"] is True
     assert result["cost"]["seconds"] > 0 and result["fidelity"]["reward_replayed"] == 1.0
     assert result["trajectory"] is None  # no --out: the replay (a) was not kept
     for command in result["commands"]:
@@ -123,3 +124,22 @@ def test_a_credited_read_of_a_generated_task_is_perturbed(tmp_path):
         assert command["reward_perturbed"] == 0.0 and command["perturbation"].startswith("values changed: ")
     echo = next(c for c in result["commands"] if c["text"].startswith("echo "))
     assert echo["necessary"] is True and echo["reward_perturbed"] is None
+
+
+def test_a_reward_that_changes_between_identical_replays_is_said(tmp_path, monkeypatch):
+    """No task here is flaky on purpose, so the verdicts after (a) are what a racing task gives: the repeat of (a)
+    earns 0. (a) itself is a real replay; the report must say that its necessity cannot be trusted."""
+    from depgpo.credit import CreditConfig
+    from depgpo.replay import counterfactual as module
+    from depgpo.replay.source import read_sources
+
+    name, files, test_py, commands, _ = TASKS[0]
+    task_dir = make_harbor_task(tmp_path, name, instruction="x", test_py=test_py, files=files)
+    listing = tmp_path / "commands.json"
+    listing.write_text(json.dumps(commands))
+    monkeypatch.setattr(module, "run_commands", lambda *a, **k: {"verifier": {"reward": 0.0}})
+    result, lines = module.counterfactual(read_sources(listing)[0], task_dir, EpisodeConfig(command_timeout_s=20),
+                                          CreditConfig(), workers=1)
+    assert (result["reward"], result["reward_repeat"], result["reproducible"]) == (1.0, 0.0, False)
+    (line,) = lines
+    assert line.startswith(f"{listing}: the replay's reward is not reproducible (1.0 then 0.0 for the same commands)")

@@ -1,7 +1,8 @@
 """Counterfactual replays of one trajectory: does its outcome depend on the commands DepGPO credits?
 
 The plan, each a replay from the task's initial state (run.run_commands), side by side (`agent.workers`):
-  (a) the commands as they are: the reward, and the traced trajectory whose credit is checked;
+  (a) the commands as they are: the reward, and the traced trajectory whose credit is checked; run a second time
+      beside the others, to say whether the reward is reproducible at all;
   (b) without each command in turn: a command is *necessary* when removing it lowers the reward;
   (c) only the commands DepGPO credits (q > 0): the credit is *sufficient* when this earns (a)'s reward;
   (d) for each credited read (info > 0), all commands in the task drawn with other values for what the read
@@ -31,7 +32,7 @@ from depgpo.tasks import load_task
 
 @dataclass(frozen=True)
 class Variant:
-    kind: str                 # without | credited | perturbed
+    kind: str                 # repeat | without | credited | perturbed
     keep: tuple[int, ...]     # indices of (a)'s commands that this replay runs
     index: int | None = None  # the command it is about (without, perturbed)
     task_dir: Path | None = None  # perturbed: the redrawn task
@@ -41,7 +42,9 @@ def plan(trajectory: dict, credit, work: Path) -> tuple[list[Variant], dict[int,
     """The replays (b)-(d) of a replayed trajectory with its credit; and per credited read what (d) changes."""
     n = len(trajectory["commands"])
     every = tuple(range(n))
-    variants = [Variant("without", tuple(i for i in every if i != k), k) for k in every]
+    # (a) once more: a reward that changes between two identical replays makes every necessity below unreliable.
+    variants = [Variant("repeat", every)]
+    variants += [Variant("without", tuple(i for i in every if i != k), k) for k in every]
     credited = tuple(c.index for c in credit.commands if c.q > 0)
     variants.append(Variant("credited", credited))
     notes: dict[int, str] = {}
@@ -78,9 +81,14 @@ def counterfactual(source: ReplaySource, task_dir: Path, episode: EpisodeConfig,
 
         rewards = list(map_in_threads(run, variants, workers))
     result = _result(source, full, credit, variants, rewards, notes, time.monotonic() - started)
+    lines = problems(source, full, episode.command_timeout_s)
+    if not result["reproducible"]:
+        lines.append(f"{source.name}: the replay's reward is not reproducible ({result['reward']} then "
+                     f"{result['reward_repeat']} for the same commands), so its necessity is not reliable; look for "
+                     "commands that race (a server not yet up, a background job) and give them time to finish")
     # The kept replay (a): credit variants (other β, the ablations) can be scored on it without replaying again.
     result["trajectory"] = str(Path(out_dir) / "trajectory.json") if out_dir is not None else None
-    return result, problems(source, full, episode.command_timeout_s)
+    return result, lines
 
 
 def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], rewards: list, notes: dict,
@@ -89,6 +97,7 @@ def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], r
     without = {v.index: r for v, r in zip(variants, rewards) if v.kind == "without"}
     perturbed = {v.index: r for v, r in zip(variants, rewards) if v.kind == "perturbed"}
     credited_reward = next(r for v, r in zip(variants, rewards) if v.kind == "credited")
+    repeated = next(r for v, r in zip(variants, rewards) if v.kind == "repeat")
     by_index = {c.index: c for c in credit.commands}
     commands = []
     for record in full["commands"]:
@@ -105,7 +114,8 @@ def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], r
             "perturbation": notes.get(k) if read else None,
         })
     return {
-        "source": source.name, "task": full["task"]["id"], "reward": reward,
+        "source": source.name, "task": full["task"]["id"], "reward": reward, "reward_repeat": repeated,
+        "reproducible": repeated == reward,
         "reward_credited_only": credited_reward, "sufficient": credited_reward == reward,
         "credited": [c.index for c in credit.commands if c.q > 0],
         "credit_fallback": credit.fallback, "turn_credit": credit.turn_credit, "step_factors": credit.step_factors,
