@@ -82,9 +82,20 @@ _message = st.fixed_dictionaries({"role": st.sampled_from(["assistant", "user", 
                                   "tool_calls": _json})
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+_atif_step = st.fixed_dictionaries({"source": st.sampled_from(["agent", "user"]), "tool_calls": st.lists(
+    st.fixed_dictionaries({"function_name": st.sampled_from(["bash_command", "Bash", "Write"]) | _json,
+                           "arguments": st.fixed_dictionaries({"keystrokes": _json, "duration": _json}) | _json}),
+    max_size=3) | _json})
+_terminus_reply = st.builds(lambda commands: {"role": "assistant", "content": json.dumps({"commands": commands})},
+                            st.lists(st.fixed_dictionaries({"keystrokes": _json, "duration": _json}) | _json,
+                                     max_size=4))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
-@given(document=st.lists(_message, max_size=5) | _json | st.fixed_dictionaries({"messages": st.lists(_message)}))
+@given(document=st.lists(_message | _terminus_reply, max_size=5) | _json
+       | st.fixed_dictionaries({"messages": st.lists(_message | _terminus_reply)})
+       | st.fixed_dictionaries({"schema_version": st.just("ATIF-v1.5"), "steps": st.lists(_atif_step, max_size=5)}))
 def test_arbitrary_shapes_raise_only_value_error(tmp_path, document):
     path = tmp_path / "log.json"
     path.write_text(json.dumps(document))

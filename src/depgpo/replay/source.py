@@ -167,7 +167,7 @@ def _editor_equivalent(text: str, turn: Any) -> tuple[str, dict | None]:
         return text, None
     try:
         parsed = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text, None
     step = editor_step({"function": {"name": name, "arguments": parsed}})
     if step is not None and parsed.get("command") in ("create", "view"):
@@ -216,7 +216,10 @@ def _scan(raw: Any) -> list[dict]:
     if is_atif(raw):
         return _scan_atif(raw)
     conversation = raw if isinstance(raw, dict) else {"messages": raw}
-    messages = conversation.get("fncall_messages") or conversation.get("messages") or []
+    # As formats.from_conversation reads it: OpenHands' tool-call history when it has one, so the turns agree.
+    messages = conversation.get("fncall_messages")
+    messages = messages if isinstance(messages, list) and messages else conversation.get("messages")
+    messages = messages if isinstance(messages, list) else []
     return _scan_messages([m for m in messages if isinstance(m, dict) and isinstance(m.get("role"), str)])
 
 
@@ -232,6 +235,7 @@ def _scan_messages(messages: list[dict]) -> list[dict]:
             function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) \
                 else call
             name = function.get("name") if isinstance(function, dict) else None
+            name = name if isinstance(name, str) else repr(name)[:40]  # a log's odd value names no tool we know
             if name not in BASH_TOOL_NAMES and name not in EDITOR_TOOL_NAMES:
                 found.append({"turn": turn, "kind": "tool_call", "detail": f"{name}: not a shell command"})
         reply = _terminus_reply(message.get("content"))
@@ -245,19 +249,22 @@ def _scan_atif(document: dict) -> list[dict]:
     found: list[dict] = []
     typing_into: str | None = None
     turn = -1
-    for step in document.get("steps") or []:
+    steps = document.get("steps")
+    for step in steps if isinstance(steps, list) else []:
         if not isinstance(step, dict) or step.get("is_copied_context") is True or step.get("source") != "agent":
             continue
         turn += 1
-        for call in step.get("tool_calls") or []:
+        calls = step.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
             if not isinstance(call, dict):
                 continue
             name = call.get("function_name")
+            name = name if isinstance(name, str) else repr(name)[:40]
             arguments = call.get("arguments")
             if isinstance(arguments, str):
                 try:
                     arguments = json.loads(arguments)
-                except ValueError:
+                except (ValueError, RecursionError):
                     arguments = None
             if name not in SHELL_TOOLS:
                 found.append({"turn": turn, "kind": "tool_call", "detail": f"{name}: not a shell command"})
@@ -301,6 +308,6 @@ def _terminus_reply(content: Any) -> dict | None:
     start, end = content.find("{"), content.rfind("}")
     try:
         reply = json.loads(content[start:end + 1]) if 0 <= start < end else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return reply if isinstance(reply, dict) and isinstance(reply.get("commands"), list) else None
