@@ -122,6 +122,9 @@ def _prepare(args: argparse.Namespace):
             sources += read_sources(path)
         except ValueError as error:  # names the file and what it should hold
             status = _bad(args, str(error))
+        except Exception as error:  # noqa: BLE001 - one file must not stop the batch; the reason is said
+            status = _bad(args, f"{path}: cannot be read: {type(error).__name__}: {error} (an internal error: "
+                                "please report it with the file)")
     return agent_config(cfg, credit=True), sources, status
 
 
