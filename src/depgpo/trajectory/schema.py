@@ -136,6 +136,31 @@ class EnvironmentRef(TypedDict):
     privilege: NotRequired[Literal["root", "rootless"]]  # the sandbox's privilege level (env/privilege.py)
 
 
+class UnreplayableStep(TypedDict):
+    turn: int | None  # the model turn that held it
+    kind: str         # keystrokes | interactive | wait | tool_call | editor_edit (docs/replay.md)
+    detail: str
+
+
+class Fidelity(TypedDict):
+    reward_logged: float | None       # the log's own reward (None: unlabelled)
+    reward_replayed: float | None
+    reward_matches: bool | None       # None when either is unknown
+    observations_compared: int        # logged observations the replay could be held against
+    observations_differing: int
+    differing_share: float | None
+    differing: list[int]              # indices of the replayed commands whose output or exit code differs
+
+
+class ReplayRef(TypedDict):
+    source: str                        # the file (and position) the commands came from
+    source_format: str                 # trajectory | commands | chat | terminus2 | fenced_actions | tb1_trial | harbor
+    logged_task: str | None            # the task the log names (None: it names none)
+    logged_index: list[int | None]     # per replayed command, its index in the source
+    fidelity: Fidelity
+    unreplayable: list[UnreplayableStep]  # what the log holds that the replay left out
+
+
 class Trajectory(TypedDict):
     schema_version: int
     task: TaskRef
@@ -150,6 +175,7 @@ class Trajectory(TypedDict):
     errors: list[str]  # recorded failures (setup, replay, tracer, disk limit, harness)
     num_turns: NotRequired[int]  # model turns (the agent loop, offline inference): may exceed the commands' turns
     environment: NotRequired[EnvironmentRef]  # traced episodes: where the system directories came from
+    replay: NotRequired[ReplayRef]  # `depgpo replay`: where the commands came from and how faithfully they replayed
 
 
 @dataclass(frozen=True)

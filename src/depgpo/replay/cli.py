@@ -1,0 +1,147 @@
+"""`depgpo replay SOURCE... --task TASK_DIR --out DIR` and `depgpo counterfactual TRAJ... --task TASK_DIR`.
+
+Both take `key=value` config overrides after the sources (`agent.workers=4`, `credit.beta=0.25`,
+`agent.environment.backend=image`). Each trajectory is handled on its own: one that cannot be replayed is reported
+in one line on stderr with its file and the fix, the others are still replayed and written, and the exit code is 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+BAD_INPUT = 2
+_OVERRIDE = re.compile(r"[A-Za-z_][\w.]*=")
+DEFAULT_TIMEOUT_S = 60.0  # a logged command ran for an agent, not a tiny task: the config's 1 s would cut it
+
+
+def add_replay(parser: argparse.ArgumentParser) -> None:
+    _common(parser, "a trajectory.json, a JSON list of commands, or an agent log (chat tool calls, Terminus-2, "
+                    "mini-swe-agent, OpenHands, a Harbor trial or job directory, a Terminal-Bench 1 trial)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="directory for trajectory.json (with several trajectories, DIR/NNN/trajectory.json)")
+
+
+def add_counterfactual(parser: argparse.ArgumentParser) -> None:
+    _common(parser, "a trajectory or agent log, as for depgpo replay")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="a table per trajectory, or one JSON object per trajectory and line")
+    parser.add_argument("--out", type=Path, default=None, help="keep the replay (a) of each trajectory here")
+
+
+def _common(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("sources", nargs="+", metavar="SOURCE|key=value", help=what + "; or a config key=value")
+    parser.set_defaults(_positionals="sources")  # also after the options (depgpo.cli.main)
+    parser.add_argument("--task", type=Path, required=True, help="the task directory the commands ran in")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                        help=f"seconds per command (default {DEFAULT_TIMEOUT_S:g})")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from depgpo.agent.loop import map_in_threads
+    from depgpo.replay.run import ReplayError, problems, replay
+
+    agent, sources, status = _prepare(args)
+    if agent is None:
+        return status
+    many = len(sources) > 1
+    outs = [args.out / f"{number:03d}" if many else args.out for number in range(len(sources))]
+
+    def one(job) -> dict | str:
+        """The replayed trajectory, or the line that says why there is none."""
+        source, out = job
+        try:
+            return replay(source, _task(args), agent.episode, out)
+        except (ReplayError, ValueError) as error:
+            return _named(source.name, error)
+        except Exception as error:  # noqa: BLE001 - one trajectory must not stop the batch; the reason is said
+            return (f"{source.name}: replay failed: {type(error).__name__}: {error} (the sandbox or an image build "
+                    "failed: see the message; else an internal error, please report it)")
+
+    # Several trajectories replay side by side (agent.workers), reported in their order.
+    for source, out, trajectory in zip(sources, outs, map_in_threads(one, list(zip(sources, outs)), agent.workers)):
+        if isinstance(trajectory, str):
+            status = _bad(args, trajectory)
+            continue
+        for line in problems(source, trajectory, args.timeout):
+            status = _bad(args, line)
+        fid = trajectory["replay"]["fidelity"]
+        print(f"{out / 'trajectory.json'}: reward {fid['reward_replayed']} (logged {fid['reward_logged']}), "
+              f"{fid['observations_differing']}/{fid['observations_compared']} observations differ, "
+              f"{len(trajectory['replay']['unreplayable'])} steps not replayable", flush=True)
+    return status
+
+
+def run_counterfactual(args: argparse.Namespace) -> int:
+    from depgpo.replay.counterfactual import counterfactual, format_table
+    from depgpo.replay.run import ReplayError
+
+    agent, sources, status = _prepare(args)
+    if agent is None:
+        return status
+    many = len(sources) > 1
+    for number, source in enumerate(sources):
+        out = None if args.out is None else args.out / f"{number:03d}" if many else args.out
+        try:
+            _task(args)
+            result, lines = counterfactual(source, args.task, agent.episode, agent.credit, agent.workers, out)
+        except (ReplayError, ValueError) as error:
+            status = _bad(args, _named(source.name, error))
+            continue
+        except Exception as error:  # noqa: BLE001 - one trajectory must not stop the batch; the reason is said
+            status = _bad(args, f"{source.name}: replay failed: {type(error).__name__}: {error} (the sandbox or an "
+                                "image build failed: see the message; else an internal error, please report it)")
+            continue
+        for line in lines:
+            status = _bad(args, line)
+        print(json.dumps(result) if args.format == "json" else format_table(result) + "\n", flush=True)
+    return status
+
+
+def _prepare(args: argparse.Namespace):
+    """(agent config, the sources, status): the sources that could be read; each one that could not, said."""
+    from depgpo.agent.config import agent_config
+    from depgpo.config import compose
+    from depgpo.replay.source import read_sources
+
+    paths = [Path(item) for item in args.sources if not (_OVERRIDE.match(item) and not Path(item).exists())]
+    overrides = [item for item in args.sources if _OVERRIDE.match(item) and not Path(item).exists()]
+    try:
+        cfg = compose([*overrides, f"agent.command_timeout_s={args.timeout}"])
+    except Exception as error:  # Hydra's own message names the key and the valid options
+        return None, [], _bad(args, f"config: {' '.join(str(error).split())}; set a key as key=value, e.g. "
+                                    "agent.workers=4")
+    if not paths:
+        return None, [], _bad(args, "no SOURCE given; give a trajectory.json or an agent log")
+    status, sources = 0, []
+    for path in paths:
+        try:
+            sources += read_sources(path)
+        except ValueError as error:  # names the file and what it should hold
+            status = _bad(args, str(error))
+        except Exception as error:  # noqa: BLE001 - one file must not stop the batch; the reason is said
+            status = _bad(args, f"{path}: cannot be read: {type(error).__name__}: {error} (an internal error: "
+                                "please report it with the file)")
+    return agent_config(cfg, credit=True), sources, status
+
+
+def _task(args: argparse.Namespace):
+    from depgpo.tasks import TaskFormatError, load_task
+
+    try:
+        return load_task(args.task)
+    except TaskFormatError as error:
+        raise ValueError(f"--task {error}; pass the directory of the task the log ran") from error
+
+
+def _named(name: str, error: Exception) -> str:
+    message = str(error)
+    return message if message.startswith(name) else f"{name}: {message}"
+
+
+def _bad(args: argparse.Namespace, message: str) -> int:
+    print(f"depgpo {args.command}: error: {message}", file=sys.stderr, flush=True)
+    return BAD_INPUT
