@@ -345,18 +345,11 @@ def image_dir(root: SystemRoot, sandbox_dir: str) -> Path | None:
     return path
 
 
-def image_top_level(root: SystemRoot, rootfs: Path) -> list[Path]:
-    """The image's top-level entries the sandbox mounts nothing for (its /data, /srv, /workspace.txt): everything
-    at the image's `/` that is not already in the sandbox's `rootfs` (system directories, mount points, homes) and
-    not an empty directory (Debian's own /srv, /mnt, /media)."""
-    out = []
-    for entry in sorted(root.path.iterdir()):
-        if os.path.lexists(rootfs / entry.name) or entry.name in ("lost+found", "boot"):
-            continue
-        if entry.is_dir() and not entry.is_symlink() and not any(entry.iterdir()):
-            continue
-        out.append(entry)
-    return out
+def image_top_level(root: SystemRoot, harness: set[str]) -> list[Path]:
+    """The image's top-level entries the sandbox mounts nothing for (its /data, /srv, /workspace.txt, /mnt, and
+    /app of WORKDIR /app/project): everything at the image's `/` but the `harness` entries (system directories, mount
+    points, homes: sandbox.harness_entries), which reach the episode through those mounts or are the harness's own."""
+    return [entry for entry in sorted(root.path.iterdir()) if entry.name not in harness]
 
 
 def top_level_links(root: Path) -> list[tuple[str, str, str]]:
