@@ -123,6 +123,10 @@ HELD_OUT = {
 }
 
 
+# Harbor's standard test.sh starts so (its curl only fetches uv); data check read the redirections as packages.
+HARBOR_PREAMBLE = "apt-get update\napt-get install -y curl > /dev/null 2>&1\n"
+
+
 @pytest.mark.parametrize("name", HELD_OUT)
 def test_held_out_tasks_of_the_issues_shapes_score_1_with_their_oracle_and_0_with_nothing(name, tree_store,
                                                                                           tmp_path):
@@ -131,7 +135,8 @@ def test_held_out_tasks_of_the_issues_shapes_score_1_with_their_oracle_and_0_wit
     dockerfile, files, solve, check = HELD_OUT[name]
     task_dir = _task(tmp_path, dockerfile, files)
     (task_dir / "tests" / "test.sh").write_text(
-        f"#!/bin/bash\nif {check}; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n")
+        f"#!/bin/bash\n{HARBOR_PREAMBLE}if {check}; then echo 1 > /logs/verifier/reward.txt; "
+        "else echo 0 > /logs/verifier/reward.txt; fi\n")
     (task_dir / "solution").mkdir()
     (task_dir / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{solve}")
     rewards = {}
@@ -145,3 +150,23 @@ def test_held_out_tasks_of_the_issues_shapes_score_1_with_their_oracle_and_0_wit
     images._resolved.clear()
     report = check_task(task_dir, "image", "podman", wheels=tmp_path / "wheels", oracle=True)
     assert report.ok and report.oracle_reward == 1.0, report.problems
+
+
+def test_data_check_names_a_package_the_image_lacks_and_the_oracle_indeed_fails(tree_store, tmp_path):
+    """The verdict equals the oracle's outcome the other way round too: jq is not in the image, and offline the
+    test-time apt-get cannot add it."""
+    from depgpo.env.task_check import check_task
+
+    task_dir = _task(tmp_path, "WORKDIR /app\n", {})
+    (task_dir / "tests" / "test.sh").write_text(
+        "#!/bin/bash\napt-get update\napt-get install -y jq > /dev/null 2>&1\n"
+        "if jq -e .ok /app/out.json; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n")
+    (task_dir / "solution").mkdir()
+    (task_dir / "solution" / "solve.sh").write_text("#!/bin/bash\necho '{\"ok\": true}' > /app/out.json\n")
+    report = check_task(task_dir, "image", "podman", wheels=tmp_path / "wheels")
+    assert report.problems == ["test.sh apt-installs jq at test time, which the image lacks (episodes have no "
+                               "network)"]
+    config = EpisodeConfig(command_timeout_s=60, backend="image", runtime="podman", image_cache=tmp_path / "c")
+    with Episode(load_task(task_dir), config, out_dir=tmp_path / "oracle") as episode:
+        episode.run_command((task_dir / "solution" / "solve.sh").read_text(), turn=0)
+        assert episode.verify()["reward"] == 0.0

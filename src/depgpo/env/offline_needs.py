@@ -17,9 +17,11 @@ from pathlib import Path
 
 from depgpo.env import base_images, verifier_tools
 from depgpo.tasks.dockerfile import instructions, external_bases, network_fetch_commands
+from depgpo.tasks.shell_words import simple_commands
 from depgpo.tasks.task import Task
 
-_APT_INSTALL = re.compile(r"apt(?:-get)?\s+(?:-\S+\s+)*install\s+(?P<args>[^\n;&|]*)")
+_APT_VALUE_OPTIONS = {"-o", "--option", "-c", "--config-file", "-t", "--target-release"}  # take the next word
+_WRAPPERS = {"sudo", "env", "nohup", "command", "exec", "time"}  # run the command that follows them
 _SYSTEM_PYTEST = re.compile(r"(?:^|[\s;&|(])(?:python3?(?:\.\d+)?\s+-m\s+pytest|pytest)\b", re.MULTILINE)
 _HARMLESS_AT_TEST_TIME = {"curl"}  # test.sh installs curl only to fetch uv's installer, whose effect we supply
 # Debian's minbase (Priority: required and apt): in every bootstrapped base, so `apt-get install grep` succeeds offline.
@@ -49,10 +51,25 @@ def debian_archive_reachable(mirror: str = base_images.DEBIAN_MIRROR) -> bool:
 
 
 def apt_packages(script: str) -> list[str]:
-    """Package names of the `apt-get install` commands of a script."""
+    """Package names of the `apt-get install` / `apt install` commands of a script, read as bash reads it
+    (shell_words.simple_commands: redirections, pipes, lists and continuations are not names); a name the text
+    does not fix (`$PKGS`) is left out."""
     names = []
-    for match in _APT_INSTALL.finditer(verifier_tools.joined_lines(script)):
-        names += [w.split("=")[0] for w in match["args"].split() if not w.startswith("-") and w != "\\"]
+    for words in simple_commands(script):
+        while words and (words[0] in _WRAPPERS or (words[0] or "").startswith("-") or "=" in (words[0] or "")):
+            words = words[1:]  # sudo -E, env A=1: the command they run
+        if not words or words[0] not in ("apt-get", "apt"):
+            continue
+        arguments, skip = [], False
+        for word in words[1:]:
+            if skip or word is None:
+                skip = False
+                continue
+            skip = word in _APT_VALUE_OPTIONS
+            if not word.startswith("-"):
+                arguments.append(word)
+        if arguments[:1] == ["install"]:
+            names += [re.split(r"[=/]", name)[0] for name in arguments[1:]]  # curl=7.88.1-10, jq/bookworm
     return names
 
 

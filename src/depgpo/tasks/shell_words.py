@@ -1,7 +1,8 @@
 """Shell words as the command text fixes them: quoting, `$X` expansion, and what `echo` and `printf` print.
 
 Each function answers "which literal string does this stand for", or None when the answer depends on the run
-(a glob, a variable the text does not set, a `$(…)`). The simulator passes its variables in as `lookup`.
+(a glob, a variable the text does not set, a `$(…)`). The simulator passes its variables in as `lookup`;
+`simple_commands` reads a whole script (what `depgpo data check` asks of a task's scripts).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from tree_sitter import Node
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
 
 HOME = "/root"  # `~` and a bare `cd`
 
@@ -153,3 +155,39 @@ def printf(fmt: str, args: list[str | None]) -> str | None:
         out.append(interpret_escapes(fmt[position:]))
         if not remaining or not consumed:
             return "".join(out)
+
+
+# ---- scripts -----------------------------------------------------------------------------------------------------
+
+_PARSER = Parser(Language(tree_sitter_bash.language()))
+_SHELLS = ("sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash")
+
+
+def simple_commands(script: str) -> list[list[str | None]]:
+    """The simple commands of `script` as bash reads it, each as its words (name, then arguments; None for a word
+    the text does not fix): line continuations, quotes, pipes, `&&` and `;` lists, subshells and functions are
+    the parser's; variable assignments in front of a command and its redirections (`> /dev/null 2>&1`) are not
+    words; a heredoc body is data, unless a shell reads it as its script (`bash <<EOF`), as is `bash -c STRING`."""
+    commands: list[list[str | None]] = []
+    stack = [_PARSER.parse(script.encode()).root_node]
+    while stack:
+        node = stack.pop()
+        stack.extend(reversed(node.children))
+        if node.type != "command":
+            continue
+        words = [word_value(child.named_children[0] if child.type == "command_name" else child, _unknown)
+                 for i, child in enumerate(node.children)
+                 if node.field_name_for_child(i) in ("name", "argument")]
+        commands.append(words)
+        if words and words[0] in _SHELLS:
+            if "-c" in words[1:-1] and words[words.index("-c") + 1] is not None:
+                commands += simple_commands(words[words.index("-c") + 1])  # type: ignore[arg-type]
+            if node.parent is not None and node.parent.type == "redirected_statement":
+                commands += [c for r in node.parent.children if r.type == "heredoc_redirect"
+                             for body in r.children if body.type == "heredoc_body"
+                             for c in simple_commands(decode(body.text or b""))]
+    return commands
+
+
+def _unknown(name: str) -> None:
+    return None  # a script's variables are the run's
