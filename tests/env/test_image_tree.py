@@ -67,13 +67,19 @@ def tree_store(tmp_path_factory):
     os.environ["CONTAINERS_STORAGE_CONF"] = str(conf)
     mini_base(base / "rootfs")
     with tarfile.open(base / "base.tar", "w") as tar:
-        tar.add(base / "rootfs", arcname=".")
+        tar.add(base / "rootfs", arcname=".", filter=_as_root)  # root's, as in real images, whoever runs this
     subprocess.run(["podman", "import", str(base / "base.tar"), BASE], check=True, capture_output=True)
     yield base
     if saved is None:
         os.environ.pop("CONTAINERS_STORAGE_CONF", None)
     else:
         os.environ["CONTAINERS_STORAGE_CONF"] = saved
+
+
+def _as_root(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    member.uid = member.gid = 0
+    member.uname = member.gname = "root"
+    return member
 
 
 def _task(root: Path, dockerfile: str, files: dict[str, str]) -> Path:
