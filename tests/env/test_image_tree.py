@@ -176,3 +176,25 @@ def test_data_check_names_a_package_the_image_lacks_and_the_oracle_indeed_fails(
     with Episode(load_task(task_dir), config, out_dir=tmp_path / "oracle") as episode:
         episode.run_command((task_dir / "solution" / "solve.sh").read_text(), turn=0)
         assert episode.verify()["reward"] == 0.0
+
+
+def test_the_host_backend_keeps_the_files_beside_a_deeper_workdir_too(tmp_path):
+    """Where the host stands for the image (COPY and WORKDIR only), COPY data /app/data then WORKDIR /app/project
+    also leaves /app/data where the agent and the verifier look, writable as in the container."""
+    from tests.helpers.harbor_builder import make_harbor_task
+
+    task_dir = make_harbor_task(
+        tmp_path, "orders-on-host", instruction="Count the orders.", files={"data/orders.csv": "id\n1\n2\n"},
+        dockerfile_extra="WORKDIR /app/project\n", test_py="""\
+            from pathlib import Path
+            def test_count():
+                assert Path("/app/project/count.txt").read_text().strip() == "2"
+                assert Path("/app/data/audit.log").read_text() == "counted\\n"
+            """)
+    rewards = {}
+    for run, command in (("oracle", HELD_OUT["orders"][2]), ("nothing", "true")):
+        config = EpisodeConfig(command_timeout_s=60, backend="host")
+        with Episode(load_task(task_dir), config, out_dir=tmp_path / run) as episode:
+            assert episode.run_command(command, turn=0)["exit_code"] == 0
+            rewards[run] = episode.verify()["reward"]
+    assert rewards == {"oracle": 1.0, "nothing": 0.0}
