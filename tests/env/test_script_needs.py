@@ -5,6 +5,7 @@ image's contents by offline_needs.run_problems, as data check does."""
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 
 import pytest
@@ -74,3 +75,47 @@ def test_a_package_the_image_lacks_is_named_alone(tmp_path):
     script = "#!/bin/bash\napt-get update\napt-get install -y jq > /dev/null 2>&1 && jq . /app/x.json\n"
     assert run_problems(_task(tmp_path, script), tmp_path / "no-wheels", image) == [
         "test.sh apt-installs jq at test time, which the image lacks (episodes have no network)"]
+
+
+@pytest.mark.parametrize("script, stop", [
+    ("#!/bin/bash\nset -e\napt-get update\napt-get install -y curl\n", "apt-get update"),
+    ("#!/bin/bash\nset -euo pipefail\nexport DEBIAN_FRONTEND=noninteractive\n"
+     "apt-get update && apt-get install -y --no-install-recommends curl ca-certificates > /dev/null 2>&1\n",
+     "apt-get install -y --no-install-recommends curl ca-certificates"),
+    ("#!/bin/bash -e\nsudo apt-get install -y curl\n", "apt-get install -y curl"),
+    ("#!/bin/bash\napt-get update\napt-get install -y curl > /dev/null 2>&1\nset -e\npython3 -m pytest /tests\n", None),
+    ("#!/bin/bash\nset -e\napt-get update || true\nif apt-get install -y curl; then :; fi\n", None),
+    ("#!/bin/bash\nset -e\nset +e\napt-get update\n", None),
+])
+def test_an_apt_get_that_ends_a_set_e_script_is_named(script, stop, tmp_path):
+    image = ImageContents(pythons={"3.11"}, packages={"bash", "curl", "ca-certificates"}, has_pytest=True)
+    problems = run_problems(_task(tmp_path, script), tmp_path / "no-wheels", image)
+    assert problems == ([f"test.sh runs under `set -e` and `{stop}` fails in every episode (no network; apt cannot "
+                         "drop to its _apt user in the sandbox): the script stops before its tests"] if stop else [])
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(shutil.which("podman") is None or shutil.which("mmdebstrap") is None,
+                    reason="podman and mmdebstrap build the image (envs/setup.sh test installs them)")
+@pytest.mark.parametrize("errexit", [True, False])
+def test_data_checks_verdict_on_a_test_time_apt_get_is_the_oracles_outcome(errexit, tmp_path):
+    """A real Debian image (python:3.11-slim, with apt and curl's absence): its test-time apt-get fails in the
+    episode; under `set -e` that ends test.sh before it writes the reward, else the script goes on."""
+    from depgpo.env.episode import Episode, EpisodeConfig
+    from depgpo.env.task_check import check_task
+
+    script = ("#!/bin/bash\n" + ("set -e\n" if errexit else "") + "apt-get update\n"
+              "apt-get install -y curl > /dev/null 2>&1\n"
+              'if [ "$(cat /app/out.txt)" = done ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n')
+    task = _task(tmp_path, script)
+    (task.root / "solution" / "solve.sh").write_text("echo done > /app/out.txt\n")
+    report = check_task(task.root, "image", "podman", wheels=tmp_path / "no-wheels")
+    config = EpisodeConfig(command_timeout_s=60, backend="image", runtime="podman", image_cache=tmp_path / "cache")
+    with Episode(load_task(task.root), config, out_dir=tmp_path / "oracle") as episode:
+        episode.run_command("echo done > /app/out.txt", turn=0)
+        reward = episode.verify()["reward"]
+    assert (report.ok, reward) == ((False, 0.0) if errexit else (True, 1.0)), report.problems
+    if errexit:
+        assert report.problems == ["test.sh runs under `set -e` and `apt-get update` fails in every episode (no "
+                                   "network; apt cannot drop to its _apt user in the sandbox): the script stops "
+                                   "before its tests"]

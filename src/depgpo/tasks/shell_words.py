@@ -191,3 +191,53 @@ def simple_commands(script: str) -> list[list[str | None]]:
 
 def _unknown(name: str) -> None:
     return None  # a script's variables are the run's
+
+
+def fatal_commands(script: str) -> list[list[str | None]]:
+    """The simple commands at the top level of `script` whose failure ends it, because `set -e` (or `-o errexit`,
+    or `bash -e` on the first line) is in force there and bash does not exempt them: the last command of an `&&` or
+    `||` list, the last of a pipeline (any of it under `pipefail`), not an `if` or `while` condition, and not
+    inside a compound command or a function (which this reading does not follow)."""
+    errexit = bool(re.match(r"#!\S*(?:\s+\S+)?\s+-\w*e", script))
+    pipefail, fatal = False, []
+    for statement in _PARSER.parse(script.encode()).root_node.named_children:
+        words = _words_of(statement)
+        if words and words[0] == "set":
+            for i, flag in enumerate(words[1:], 1):
+                if not flag or not re.fullmatch(r"[-+]\w+", flag):
+                    continue
+                if "e" in flag:
+                    errexit = flag[0] == "-"
+                if "o" in flag and i + 1 < len(words):  # -o NAME, and -euo NAME
+                    errexit = errexit if words[i + 1] != "errexit" else flag[0] == "-"
+                    pipefail = pipefail if words[i + 1] != "pipefail" else flag[0] == "-"
+            continue
+        if errexit:
+            fatal += _fatal_in(statement, pipefail)
+    return fatal
+
+
+def _fatal_in(node: Node, pipefail: bool) -> list[list[str | None]]:
+    if node.type == "redirected_statement":  # the parser hangs `a && b > f` on the list: b's failure still ends it
+        body = node.child_by_field_name("body")
+        return _fatal_in(body, pipefail) if body is not None else []
+    if node.type == "command":
+        words = _words_of(node)
+        return [words] if words else []
+    if node.type == "list":  # a && b, a || b: only the last one's failure ends the script
+        return _fatal_in(node.named_children[-1], pipefail)
+    if node.type == "pipeline":
+        parts = node.named_children if pipefail else node.named_children[-1:]
+        return [c for part in parts for c in _fatal_in(part, pipefail)]
+    return []
+
+
+def _words_of(node: Node) -> list[str | None]:
+    """The words of a command, or of the command a redirected statement redirects."""
+    if node.type == "redirected_statement":
+        body = node.child_by_field_name("body")
+        return _words_of(body) if body is not None else []
+    if node.type != "command":
+        return []
+    return [word_value(child.named_children[0] if child.type == "command_name" else child, _unknown)
+            for i, child in enumerate(node.children) if node.field_name_for_child(i) in ("name", "argument")]
