@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -61,7 +62,8 @@ def _task(root: Path, name: str, requirement: str) -> Path:
     (task / "task.toml").write_text('version = "1.0"\n')
     (task / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
     (task / "environment" / "Dockerfile").write_text(
-        f"FROM python:3.11-slim\nWORKDIR /app\nRUN echo {name} > /app/name && pip install --no-cache-dir {requirement}\n")
+        f"FROM python:3.11-slim\nWORKDIR /app\n"  # a new image each run (a nonce): the build really runs
+        f"RUN echo {name} {uuid.uuid4().hex} > /app/name && pip install --no-cache-dir {requirement}\n")
     return task
 
 
@@ -98,6 +100,7 @@ def test_concurrent_prefetches_builds_and_base_checks_never_see_a_half_written_c
     outputs = [w.communicate()[0].strip().splitlines()[-1] for w in workers]
     assert outputs[:3] == ["ok"] * 3, outputs
     assert all(o.startswith("localhost/depgpo-task-build-") for o in outputs[3:6]), outputs
+    subprocess.run(["podman", "rmi", "-f", *outputs[3:6]], capture_output=True)
     assert outputs[6] in ("bootstrapped", "local", "pulled"), outputs
     names = _whole_wheels(wheels, thorough=True)
     assert {"six-1.17.0-py2.py3-none-any.whl", "iniconfig-2.1.0-py3-none-any.whl"} <= set(names)
