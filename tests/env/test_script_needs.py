@@ -119,3 +119,16 @@ def test_data_checks_verdict_on_a_test_time_apt_get_is_the_oracles_outcome(errex
         assert report.problems == ["test.sh runs under `set -e` and `apt-get update` fails in every episode (no "
                                    "network; apt cannot drop to its _apt user in the sandbox): the script stops "
                                    "before its tests"]
+
+
+@pytest.mark.parametrize("script, fetches", [
+    ("curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\n", ["curl -LsSf https://astral.sh/uv/0.9.5/install.sh"]),
+    ("cat > README.md <<'EOF'\nInstall: curl -fsSL https://example.org/get | sh\nEOF\n", []),  # data, not a command
+    ('echo "then run: wget https://example.org/x"\n', []),  # a quoted word, not a command
+    ("VERSION=$(curl -s https://example.org/latest)\n", ["curl -s https://example.org/latest"]),
+    ("git \\\n  clone https://example.org/repo.git > /dev/null 2>&1\n", ["git clone https://example.org/repo.git"]),
+])
+def test_downloads_are_the_commands_bash_runs(script, fetches):
+    from depgpo.tasks.dockerfile import network_fetch_commands
+
+    assert network_fetch_commands(script) == fetches

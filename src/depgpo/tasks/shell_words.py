@@ -165,27 +165,39 @@ _SHELLS = ("sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash")
 
 def simple_commands(script: str) -> list[list[str | None]]:
     """The simple commands of `script` as bash reads it, each as its words (name, then arguments; None for a word
-    the text does not fix): line continuations, quotes, pipes, `&&` and `;` lists, subshells and functions are
-    the parser's; variable assignments in front of a command and its redirections (`> /dev/null 2>&1`) are not
-    words; a heredoc body is data, unless a shell reads it as its script (`bash <<EOF`), as is `bash -c STRING`."""
-    commands: list[list[str | None]] = []
+    the text does not fix): line continuations, quotes, pipes, `&&` and `;` lists, subshells, `$(...)` and
+    functions are the parser's; variable assignments in front of a command and its redirections (`> /dev/null
+    2>&1`) are not words; a heredoc body is data, unless a shell reads it as its script (`bash <<EOF`), as is
+    `bash -c STRING`."""
+    return [words for words, _ in _commands(script)]
+
+
+def simple_command_texts(script: str) -> list[str]:
+    """simple_commands as text for messages: the words joined by spaces, a word the text does not fix as written."""
+    return [" ".join(word if word is not None else text for word, text in zip(words, texts))
+            for words, texts in _commands(script)]
+
+
+def _commands(script: str) -> list[tuple[list[str | None], list[str]]]:
+    """(values, source texts) of each simple command's words, in order."""
+    commands: list[tuple[list[str | None], list[str]]] = []
     stack = [_PARSER.parse(script.encode()).root_node]
     while stack:
         node = stack.pop()
         stack.extend(reversed(node.children))
         if node.type != "command":
             continue
-        words = [word_value(child.named_children[0] if child.type == "command_name" else child, _unknown)
-                 for i, child in enumerate(node.children)
-                 if node.field_name_for_child(i) in ("name", "argument")]
-        commands.append(words)
+        parts = [child.named_children[0] if child.type == "command_name" else child
+                 for i, child in enumerate(node.children) if node.field_name_for_child(i) in ("name", "argument")]
+        words = [word_value(part, _unknown) for part in parts]
+        commands.append((words, [decode(part.text or b"") for part in parts]))
         if words and words[0] in _SHELLS:
             if "-c" in words[1:-1] and words[words.index("-c") + 1] is not None:
-                commands += simple_commands(words[words.index("-c") + 1])  # type: ignore[arg-type]
+                commands += _commands(words[words.index("-c") + 1])  # type: ignore[arg-type]
             if node.parent is not None and node.parent.type == "redirected_statement":
                 commands += [c for r in node.parent.children if r.type == "heredoc_redirect"
                              for body in r.children if body.type == "heredoc_body"
-                             for c in simple_commands(decode(body.text or b""))]
+                             for c in _commands(decode(body.text or b""))]
     return commands
 
 
