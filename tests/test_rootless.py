@@ -29,7 +29,7 @@ SUITES = {
                 "not test_forgery_run_episode_cli and not test_forgery_rollout"],
     "tampering": ["tests/env/test_tampering.py", "tests/env/test_verifier_tool_attacks.py"],
     "robustness": ["tests/env/test_harness_robustness.py"],
-    "image": ["tests/env/test_image_backend.py"],
+    "image": ["tests/env/test_image_backend.py", "tests/env/test_image_tree.py"],
 }
 
 

@@ -158,7 +158,8 @@ def test_malformed_task_dir_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["offline-verifier", "weighted-sum", "write-answer"])
-def test_the_fixture_tasks_oracles_score_1_in_the_judges_own_process_tree(name, tmp_path):
+def test_the_fixture_tasks_oracles_score_1_in_the_judges_own_process_tree(name, tmp_path, wheel_cache):
+    # wheel_cache: their builds and verifiers install from it (pyyaml, uv); filled here, not left to the user
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "depgpo.cli", "run-episode", str(FIXTURE_TASKS / name), "--oracle",
                            "--out", str(out)], capture_output=True, text=True, timeout=120)

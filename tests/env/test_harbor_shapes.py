@@ -1,6 +1,7 @@
 """Project-written Harbor tasks in the shapes that failed on real Terminal-Bench 2 tasks, built offline and run as a
 user runs them (`depgpo run-episode`): a python:3.13-slim base whose tests call the image's `python`, a RUN pip
-install from the local wheel cache, COPY then WORKDIR into a subdirectory, a test.sh that fetches uv and copies a
+install from the local wheel cache, COPY then WORKDIR into a subdirectory (and, issue 36, a COPY beside a deeper
+WORKDIR with a test.sh whose apt-get line redirects its output), a test.sh that fetches uv and copies a
 file before pytest runs through uvx, and an ubuntu base that offline is approximated by Debian and says so.
 
 The bases are bootstrapped with mmdebstrap from the Debian archive into podman's store (once per recipe); the wheel
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(
 
 SHAPES = DATA / "harbor-shapes"
 SITE, UBUNTU = SHAPES / "site-report", SHAPES / "ubuntu-log-count"
+ORDERS = SHAPES / "orders-report"  # issue 36: COPY data /app/data, WORKDIR /app/project; test.sh's `> /dev/null 2>&1`
 
 
 def run_episode(task, tmp_path, name, *, oracle=False, commands=None):
@@ -40,7 +42,7 @@ def run_episode(task, tmp_path, name, *, oracle=False, commands=None):
     return json.loads((out / "trajectory.json").read_text()), proc.stderr
 
 
-@pytest.mark.parametrize("task", [SITE, UBUNTU], ids=lambda p: p.name)
+@pytest.mark.parametrize("task", [SITE, UBUNTU, ORDERS], ids=lambda p: p.name)
 def test_the_oracle_scores_1_and_doing_nothing_0(task, tmp_path, wheel_cache):
     solved, stderr = run_episode(task, tmp_path, "oracle", oracle=True)
     assert solved["verifier"]["reward"] == 1.0, solved["verifier"]["output"][-2000:]
@@ -89,14 +91,15 @@ def test_an_env_file_the_agent_plants_for_uv_is_not_what_the_verifier_sources(tm
 
 
 def test_data_check_with_the_oracle_lists_exactly_the_runnable_tasks(tmp_path, wheel_cache):
-    for task in (SITE, UBUNTU):
+    for task in (SITE, UBUNTU, ORDERS):
         report = check_task(task, wheels=wheel_cache)  # from the built image, without running anything
         assert report.ok, report.problems
     runnable = tmp_path / "runnable.txt"
     proc = depgpo("data", "check", str(SHAPES), "--oracle", "--runnable", str(runnable), timeout=900)
     assert "ok   site-report (harbor, image, oracle 1)" in proc.stdout
     assert "ok   ubuntu-log-count (harbor, image, oracle 1)" in proc.stdout
-    assert runnable.read_text().split() == [str(SITE.resolve()), str(UBUNTU.resolve())]
+    assert "ok   orders-report (harbor, image, oracle 1)" in proc.stdout
+    assert runnable.read_text().split() == [str(ORDERS.resolve()), str(SITE.resolve()), str(UBUNTU.resolve())]
 
 
 def test_a_failing_build_is_paid_once_and_says_what_the_builder_said(tmp_path, monkeypatch, wheel_cache):

@@ -29,6 +29,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from depgpo.env.cache_locks import base_lock, locked
+
 RECIPE_LABEL = "org.depgpo.base-recipe"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_RELEASES = {"11": "bullseye", "12": "bookworm", "13": "trixie"}
@@ -207,6 +209,11 @@ class BaseImage:
 def ensure_base(reference: str, runtime: str, pull: bool = True) -> BaseImage:
     """Make `reference` present in `runtime`'s store: as it is, pulled, or bootstrapped from its recipe."""
     full = qualified(reference)
+    with locked(base_lock(full)):  # checked and bootstrapped by one process at a time: the others then find it
+        return _ensure_base(reference, full, runtime, pull)
+
+
+def _ensure_base(reference: str, full: str, runtime: str, pull: bool) -> BaseImage:
     recipe = recipe_for(full)
     labels = _labels(full, runtime)
     if labels is not None and (recipe is None or labels.get(RECIPE_LABEL) in (None, recipe.key)):

@@ -15,6 +15,7 @@ must already be in the runtime's local store.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import functools
@@ -31,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depgpo.env import base_images
+from depgpo.env.cache_locks import base_lock, locked, replace_text, wheels_lock
+from depgpo.env.offline_needs import build_problems
 from depgpo.tasks.dockerfile import external_bases
 from depgpo.trajectory.schema import EnvironmentRef
 
@@ -212,16 +215,30 @@ def image_of(task, runtime: str, wheels: Path | None = None) -> TaskImage:
     if pull_error:
         notes = (f"the task's image {task.docker_image} could not be pulled ({pull_error}); built from its "
                  "Dockerfile instead", *notes)
-    digest = hashlib.sha256()
-    for base in bases:
-        digest.update(_run([runtime, "image", "inspect", "--format", "{{.Id}}", base.reference], "inspecting").encode())
-    for path in sorted(p for p in context.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes())
-    tag = f"localhost/depgpo-task-{_slug(task.id)}:{digest.hexdigest()[:12]}"
-    if not in_local_store(tag, runtime):
-        _run([runtime, "build", *_build_options(runtime, wheels), "-f", str(task.dockerfile), "-t", tag, str(context)],
-             f"building {task.root}/environment", timeout=BUILD_TIMEOUT_S)
+    with contextlib.ExitStack() as held:  # its bases are not re-tagged, nor wheels half-written, while it builds
+        for lock in [*(base_lock(b.reference) for b in bases), *([wheels_lock(wheels)] if wheels else [])]:
+            held.enter_context(locked(lock, shared=True))
+        digest = hashlib.sha256()
+        for base in bases:
+            digest.update(_run([runtime, "image", "inspect", "--format", "{{.Id}}", base.reference],
+                               "inspecting").encode())
+        for path in sorted(p for p in context.rglob("*") if p.is_file()):
+            digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes())
+        tag = f"localhost/depgpo-task-{_slug(task.id)}:{digest.hexdigest()[:12]}"
+        if not in_local_store(tag, runtime):
+            try:
+                _run([runtime, "build", *_build_options(runtime, wheels), "-f", str(task.dockerfile), "-t", tag,
+                      str(context)], f"building {task.root}/environment", timeout=BUILD_TIMEOUT_S)
+            except ImageError as e:
+                raise ImageError(f"{e}{_missing_wheels(task, wheels)}") from None
     return TaskImage(tag, "built", notes)
+
+
+def _missing_wheels(task, wheels: Path | None) -> str:
+    """What the build pip-installs that the wheel cache lacks, and the command that fetches it ("" when none)."""
+    missing = [p for p in build_problems(task, wheels) if "wheel cache" in p] if wheels else []
+    return "".join(f"\n{p.split(' (run ')[0]}: run `depgpo data prefetch {task.root}" +
+                   (f" --wheels {wheels}`" if wheels != DEFAULT_WHEELS else "`") for p in missing)
 
 
 def _build_options(runtime: str, wheels: Path | None) -> list[str]:
@@ -233,8 +250,8 @@ def _build_options(runtime: str, wheels: Path | None) -> list[str]:
     options = ["--isolation=chroot", "--pull=never"]
     if wheels is not None:
         wheels.mkdir(parents=True, exist_ok=True)
-        conf = wheels.parent / "pip-build.conf"
-        conf.write_text(f"[global]\nno-index = true\nfind-links = {WHEELS_IN_BUILD}\n")
+        conf = wheels.parent / "pip-build.conf"  # replaced whole: a build running now has it bind-mounted
+        replace_text(conf, f"[global]\nno-index = true\nfind-links = {WHEELS_IN_BUILD}\n")
         options += ["-v", f"{wheels}:{WHEELS_IN_BUILD}:ro", "-v", f"{conf}:/etc/pip.conf:ro"]
     return options
 
@@ -268,7 +285,7 @@ def materialize(image: str, runtime: str, cache_dir: Path = DEFAULT_CACHE) -> Sy
                 staging.rename(rootfs)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-            meta.write_text(json.dumps({"image": image, "runtime": runtime, **config}, indent=1))
+            replace_text(meta, json.dumps({"image": image, "runtime": runtime, **config}, indent=1))
     return SystemRoot(path=rootfs, image=image, env=config["env"], workdir=config["workdir"])
 
 
@@ -345,18 +362,11 @@ def image_dir(root: SystemRoot, sandbox_dir: str) -> Path | None:
     return path
 
 
-def image_top_level(root: SystemRoot, rootfs: Path) -> list[Path]:
-    """The image's top-level entries the sandbox mounts nothing for (its /data, /srv, /workspace.txt): everything
-    at the image's `/` that is not already in the sandbox's `rootfs` (system directories, mount points, homes) and
-    not an empty directory (Debian's own /srv, /mnt, /media)."""
-    out = []
-    for entry in sorted(root.path.iterdir()):
-        if os.path.lexists(rootfs / entry.name) or entry.name in ("lost+found", "boot"):
-            continue
-        if entry.is_dir() and not entry.is_symlink() and not any(entry.iterdir()):
-            continue
-        out.append(entry)
-    return out
+def image_top_level(root: SystemRoot, harness: set[str]) -> list[Path]:
+    """The image's top-level entries the sandbox mounts nothing for (its /data, /srv, /workspace.txt, /mnt, and
+    /app of WORKDIR /app/project): everything at the image's `/` but the `harness` entries (system directories, mount
+    points, homes: sandbox.harness_entries), which reach the episode through those mounts or are the harness's own."""
+    return [entry for entry in sorted(root.path.iterdir()) if entry.name not in harness]
 
 
 def top_level_links(root: Path) -> list[tuple[str, str, str]]:

@@ -17,9 +17,11 @@ from pathlib import Path
 
 from depgpo.env import base_images, verifier_tools
 from depgpo.tasks.dockerfile import instructions, external_bases, network_fetch_commands
+from depgpo.tasks.shell_words import fatal_commands, simple_commands
 from depgpo.tasks.task import Task
 
-_APT_INSTALL = re.compile(r"apt(?:-get)?\s+(?:-\S+\s+)*install\s+(?P<args>[^\n;&|]*)")
+_APT_VALUE_OPTIONS = {"-o", "--option", "-c", "--config-file", "-t", "--target-release"}  # take the next word
+_WRAPPERS = {"sudo", "env", "nohup", "command", "exec", "time"}  # run the command that follows them
 _SYSTEM_PYTEST = re.compile(r"(?:^|[\s;&|(])(?:python3?(?:\.\d+)?\s+-m\s+pytest|pytest)\b", re.MULTILINE)
 _HARMLESS_AT_TEST_TIME = {"curl"}  # test.sh installs curl only to fetch uv's installer, whose effect we supply
 # Debian's minbase (Priority: required and apt): in every bootstrapped base, so `apt-get install grep` succeeds offline.
@@ -49,11 +51,41 @@ def debian_archive_reachable(mirror: str = base_images.DEBIAN_MIRROR) -> bool:
 
 
 def apt_packages(script: str) -> list[str]:
-    """Package names of the `apt-get install` commands of a script."""
+    """Package names of the `apt-get install` / `apt install` commands of a script, read as bash reads it
+    (shell_words.simple_commands: redirections, pipes, lists and continuations are not names); a name the text
+    does not fix (`$PKGS`) is left out."""
     names = []
-    for match in _APT_INSTALL.finditer(verifier_tools.joined_lines(script)):
-        names += [w.split("=")[0] for w in match["args"].split() if not w.startswith("-") and w != "\\"]
+    for words in map(_unwrapped, simple_commands(script)):
+        if not words or words[0] not in ("apt-get", "apt"):
+            continue
+        arguments, skip = [], False
+        for word in words[1:]:
+            if skip or word is None:
+                skip = False
+                continue
+            skip = word in _APT_VALUE_OPTIONS
+            if not word.startswith("-"):
+                arguments.append(word)
+        if arguments[:1] == ["install"]:
+            names += [re.split(r"[=/]", name)[0] for name in arguments[1:]]  # curl=7.88.1-10, jq/bookworm
     return names
+
+
+def _unwrapped(words: list[str | None]) -> list[str | None]:
+    """The command that sudo -E, env A=1, nohup, ... run."""
+    while words and (words[0] in _WRAPPERS or (words[0] or "").startswith("-") or "=" in (words[0] or "")):
+        words = words[1:]
+    return words
+
+
+def apt_stops(script: str) -> str | None:
+    """The first apt-get (apt) command that ends the script under `set -e`: in an episode it always fails (no
+    network, and apt cannot switch to its _apt user in the sandbox's one-uid namespace), even for a package the
+    image has. None when no such command ends the script."""
+    for words in map(_unwrapped, fatal_commands(script)):
+        if words and words[0] in ("apt-get", "apt") and set(words[1:]) & {"update", "install", "upgrade"}:
+            return " ".join(w if w is not None else "..." for w in words)
+    return None
 
 
 def image_python(task: Task, build_script: str) -> str | None:
@@ -172,6 +204,10 @@ def run_problems(task: Task, wheels: Path, image: ImageContents | None = None) -
     if missing:
         problems.append(f"{name} apt-installs {' '.join(missing)} at test time, which the image lacks (episodes "
                         "have no network)")
+    stop = apt_stops(test_script)
+    if stop:
+        problems.append(f"{name} runs under `set -e` and `{stop}` fails in every episode (no network; apt cannot "
+                        "drop to its _apt user in the sandbox): the script stops before its tests")
     problems += [f"{name} downloads: {c}" for c in network_fetch_commands(test_script) if "astral.sh/uv" not in c]
     installs_pytest = any("pytest" in r for r in needs.requirements)
     if image is not None and not image.has_pytest and not installs_pytest and _SYSTEM_PYTEST.search(test_script):

@@ -132,6 +132,17 @@ class SandboxLayout:
         """Copy-on-write system directories: /usr /etc /opt /var, and /bin, /lib, ... where they are not symlinks."""
         return COW_DIRS + tuple(name for name, kind, _ in self.top_level if kind == "dir")
 
+    @cached_property
+    def workdir_top(self) -> str | None:
+        """The top-level directory above the workdir's mount (`app` of /app/project, `srv` of /srv/app/bin): it
+        lives in `rootfs` and holds the task's files beside the workdir (COPY data /app/data), so it is the task's
+        entry, not the harness's. None when the workdir is top-level itself or lies in a system or home mount."""
+        parts = self.workdir.strip("/").split("/")
+        if len(parts) < 2 or is_under(self.workdir, HOME_MOUNTS) or parts[0] in self.cow_dirs \
+                or parts[0] in TOP_LEVEL_SYSTEM_DIRS:
+            return None
+        return parts[0]
+
     @property
     def fs(self) -> Path:
         """Everything the episode can write lives here: one tmpfs (the disk limit), or a plain directory. The
@@ -283,7 +294,8 @@ def harness_entries(layout: SandboxLayout) -> set[str]:
     """Top-level names of `/` that the harness made (mount points, /bin-style symlinks), not the task or agent."""
     mounts = {*layout.cow_dirs, "proc", "dev", "sys", *(m.strip("/") for m in layout.writable),
               *(d.strip("/") for d in RESERVED_DIRS)}
-    return {name.split("/")[0] for name in mounts} | {name for name, kind, _ in layout.top_level if kind == "symlink"}
+    names = {name.split("/")[0] for name in mounts} | {name for name, kind, _ in layout.top_level if kind == "symlink"}
+    return names - {layout.workdir_top}  # /app of WORKDIR /app/project holds the task's files: the task's entry
 
 
 def _bwrap_mounts(layout: SandboxLayout) -> list[str]:

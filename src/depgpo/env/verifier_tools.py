@@ -25,9 +25,13 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+import threading
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from depgpo.env.cache_locks import locked, wheels_lock
 
 TOOLS_IN_SANDBOX = "/.depgpo_tools"        # harness-only: mounted for the verifier alone (trajectory.scope)
 WHEELS_IN_SANDBOX = f"{TOOLS_IN_SANDBOX}/wheels"
@@ -116,14 +120,28 @@ def _words(text: str) -> list[str]:
 
 
 def prefetch(requirements: list[str], python: str, wheels: Path) -> str | None:
-    """pip-download `requirements` as wheels for CPython `python` (3.13) into `wheels`; the error text or None."""
+    """pip-download `requirements` as wheels for CPython `python` (3.13) into `wheels`; the error text or None.
+    pip writes its files in place, so it downloads into a staging directory beside the cache, and the wheels are
+    renamed in under the cache's exclusive lock (cache_locks): a build or verifier reading the cache meanwhile sees
+    each wheel whole or not at all."""
     if not requirements:
         return None
     wheels.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--only-binary=:all:",
-            "--python-version", python, *(f"--platform={p}" for p in PLATFORMS), "-d", str(wheels), *requirements]
-    result = subprocess.run(argv, capture_output=True, text=True)
-    return None if result.returncode == 0 else (result.stderr or result.stdout).strip()[-800:]
+    staging = Path(tempfile.mkdtemp(prefix=f".{wheels.name}-staging-", dir=wheels.parent))
+    try:
+        argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--only-binary=:all:",
+                "--python-version", python, *(f"--platform={p}" for p in PLATFORMS), "-d", str(staging),
+                *requirements]
+        result = subprocess.run(argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            return (result.stderr or result.stdout).strip()[-800:]
+        with locked(wheels_lock(wheels)):
+            for wheel in staging.iterdir():
+                if not (wheels / wheel.name).exists():
+                    os.replace(wheel, wheels / wheel.name)
+        return None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def uv_wheel(wheels: Path, version: str | None) -> Path | None:
@@ -146,17 +164,25 @@ def uv_bin_dir(wheels: Path, version: str | None, tools: Path) -> Path | None:
         return None
     target = tools / f"uv-{wheel.name.split('-')[1]}"
     if not (target / "env").is_file():
-        staging = target.with_name(target.name + ".partial")
-        staging.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(wheel) as archive:
-            for name in archive.namelist():
-                if re.fullmatch(r"uv-[^/]+\.data/scripts/(uv|uvx)", name):
-                    path = staging / Path(name).name
-                    path.write_bytes(archive.read(name))
-                    path.chmod(0o755)
-        (staging / "env").write_text(ENV_SCRIPT)
-        (staging / "env").chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
-        staging.rename(target)
+        tools.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=tools))  # its own: episodes start at once
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                for name in archive.namelist():
+                    if re.fullmatch(r"uv-[^/]+\.data/scripts/(uv|uvx)", name):
+                        path = staging / Path(name).name
+                        path.write_bytes(archive.read(name))
+                        path.chmod(0o755)
+            (staging / "env").write_text(ENV_SCRIPT)
+            (staging / "env").chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+            staging.chmod(0o755)
+            try:
+                staging.rename(target)
+            except OSError:  # another episode put the same files there first
+                if not (target / "env").is_file():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
@@ -172,8 +198,8 @@ def shared_tools(wheels: Path, tools: Path) -> Path:
         copy = target / wheel.name
         if copy.exists() and copy.stat().st_size == wheel.stat().st_size:
             continue
-        partial = target / f".{wheel.name}.partial"
-        partial.unlink(missing_ok=True)
+        partial = target / f".{wheel.name}.{os.getpid()}-{threading.get_ident()}.partial"  # its own: two episodes
+        partial.unlink(missing_ok=True)  # that start at once would otherwise rename each other's half-copied file
         try:
             os.link(wheel, partial)
         except OSError:

@@ -16,7 +16,7 @@ from depgpo.inference.commands import (
     FILE_TEST_OPERATORS, INSPECTORS, INTERPRETERS, JQ_TWO_VALUE_OPTIONS, PATTERN_FIRST, PYTHON, READERS, SHELLS,
     parse_args, url_port,
 )
-from depgpo.inference.words import HOME, echo, join_outputs, printf
+from depgpo.tasks.shell_words import HOME, echo, join_outputs, printf
 
 if TYPE_CHECKING:
     from depgpo.inference.simulator import ShellSimulator

@@ -20,7 +20,7 @@ from tree_sitter import Language, Node, Parser
 from depgpo.inference.commands import BUILTINS, FILE_TEST_OPERATORS, WRAPPERS, server_ports, unwrap
 from depgpo.inference.filesystem import Filesystem, SimulatedFile
 from depgpo.inference.handlers import run_program
-from depgpo.inference.words import HOME, decode, expand, join_outputs, word_value
+from depgpo.tasks.shell_words import HOME, decode, expand, join_outputs, word_value
 from depgpo.trajectory.schema import CommandEffects, ProcessRecord, empty_effects
 
 DEFAULT_WORKDIR = "/app"

@@ -22,6 +22,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from depgpo.tasks.shell_words import simple_command_texts
+
 # Base images whose userland matches this host closely enough: Debian, the Debian-based official python images,
 # and Terminal-Bench-1's python base images (ghcr.io/laude-institute/t-bench/python-3-13).
 _REPLAYABLE_BASE = re.compile(r"(debian|python)(-[\d-]+)?")
@@ -415,18 +417,16 @@ def _substitute(match: re.Match, variables: dict[str, str]) -> str:
 
 
 def _simple_commands(script: str) -> list[str]:
-    """The simple commands of a script, approximately: split at ; & | ( ) newlines and `$(`, comments dropped."""
+    """The simple commands of a script as bash reads it (shell_words: redirections, quotes, heredoc bodies, pipes
+    and lists), without the wrappers that run them (sudo, env, nohup, ...)."""
     commands = []
-    for line in script.splitlines():
-        if line.lstrip().startswith("#"):
-            continue
-        for piece in re.split(r"[;&|()`\n]|\$\(", line):
-            words = piece.split()
-            while words and (re.fullmatch(r"[A-Za-z_]\w*=\S*", words[0]) or words[0] in (
-                    "sudo", "env", "exec", "time", "nohup", "then", "do", "else", "!")):
-                words.pop(0)
-            if words:
-                commands.append(" ".join(words))
+    for text in simple_command_texts(script):
+        words = text.split()
+        while words and (re.fullmatch(r"[A-Za-z_]\w*=\S*", words[0]) or words[0] in (
+                "sudo", "env", "exec", "time", "nohup", "!")):
+            words.pop(0)
+        if words:
+            commands.append(" ".join(words))
     return commands
 
 

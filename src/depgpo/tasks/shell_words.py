@@ -1,7 +1,8 @@
 """Shell words as the command text fixes them: quoting, `$X` expansion, and what `echo` and `printf` print.
 
 Each function answers "which literal string does this stand for", or None when the answer depends on the run
-(a glob, a variable the text does not set, a `$(…)`). The simulator passes its variables in as `lookup`.
+(a glob, a variable the text does not set, a `$(…)`). The simulator passes its variables in as `lookup`;
+`simple_commands` reads a whole script (what `depgpo data check` asks of a task's scripts).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from tree_sitter import Node
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
 
 HOME = "/root"  # `~` and a bare `cd`
 
@@ -153,3 +155,101 @@ def printf(fmt: str, args: list[str | None]) -> str | None:
         out.append(interpret_escapes(fmt[position:]))
         if not remaining or not consumed:
             return "".join(out)
+
+
+# ---- scripts -----------------------------------------------------------------------------------------------------
+
+_PARSER = Parser(Language(tree_sitter_bash.language()))
+_SHELLS = ("sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash")
+
+
+def simple_commands(script: str) -> list[list[str | None]]:
+    """The simple commands of `script` as bash reads it, each as its words (name, then arguments; None for a word
+    the text does not fix): line continuations, quotes, pipes, `&&` and `;` lists, subshells, `$(...)` and
+    functions are the parser's; variable assignments in front of a command and its redirections (`> /dev/null
+    2>&1`) are not words; a heredoc body is data, unless a shell reads it as its script (`bash <<EOF`), as is
+    `bash -c STRING`."""
+    return [words for words, _ in _commands(script)]
+
+
+def simple_command_texts(script: str) -> list[str]:
+    """simple_commands as text for messages: the words joined by spaces, a word the text does not fix as written."""
+    return [" ".join(word if word is not None else text for word, text in zip(words, texts))
+            for words, texts in _commands(script)]
+
+
+def _commands(script: str) -> list[tuple[list[str | None], list[str]]]:
+    """(values, source texts) of each simple command's words, in order."""
+    commands: list[tuple[list[str | None], list[str]]] = []
+    stack = [_PARSER.parse(script.encode()).root_node]
+    while stack:
+        node = stack.pop()
+        stack.extend(reversed(node.children))
+        if node.type != "command":
+            continue
+        parts = [child.named_children[0] if child.type == "command_name" else child
+                 for i, child in enumerate(node.children) if node.field_name_for_child(i) in ("name", "argument")]
+        words = [word_value(part, _unknown) for part in parts]
+        commands.append((words, [decode(part.text or b"") for part in parts]))
+        if words and words[0] in _SHELLS:
+            if "-c" in words[1:-1] and words[words.index("-c") + 1] is not None:
+                commands += _commands(words[words.index("-c") + 1])  # type: ignore[arg-type]
+            if node.parent is not None and node.parent.type == "redirected_statement":
+                commands += [c for r in node.parent.children if r.type == "heredoc_redirect"
+                             for body in r.children if body.type == "heredoc_body"
+                             for c in _commands(decode(body.text or b""))]
+    return commands
+
+
+def _unknown(name: str) -> None:
+    return None  # a script's variables are the run's
+
+
+def fatal_commands(script: str) -> list[list[str | None]]:
+    """The simple commands at the top level of `script` whose failure ends it, because `set -e` (or `-o errexit`,
+    or `bash -e` on the first line) is in force there and bash does not exempt them: the last command of an `&&` or
+    `||` list, the last of a pipeline (any of it under `pipefail`), not an `if` or `while` condition, and not
+    inside a compound command or a function (which this reading does not follow)."""
+    errexit = bool(re.match(r"#!\S*(?:\s+\S+)?\s+-\w*e", script))
+    pipefail, fatal = False, []
+    for statement in _PARSER.parse(script.encode()).root_node.named_children:
+        words = _words_of(statement)
+        if words and words[0] == "set":
+            for i, flag in enumerate(words[1:], 1):
+                if not flag or not re.fullmatch(r"[-+]\w+", flag):
+                    continue
+                if "e" in flag:
+                    errexit = flag[0] == "-"
+                if "o" in flag and i + 1 < len(words):  # -o NAME, and -euo NAME
+                    errexit = errexit if words[i + 1] != "errexit" else flag[0] == "-"
+                    pipefail = pipefail if words[i + 1] != "pipefail" else flag[0] == "-"
+            continue
+        if errexit:
+            fatal += _fatal_in(statement, pipefail)
+    return fatal
+
+
+def _fatal_in(node: Node, pipefail: bool) -> list[list[str | None]]:
+    if node.type == "redirected_statement":  # the parser hangs `a && b > f` on the list: b's failure still ends it
+        body = node.child_by_field_name("body")
+        return _fatal_in(body, pipefail) if body is not None else []
+    if node.type == "command":
+        words = _words_of(node)
+        return [words] if words else []
+    if node.type == "list":  # a && b, a || b: only the last one's failure ends the script
+        return _fatal_in(node.named_children[-1], pipefail)
+    if node.type == "pipeline":
+        parts = node.named_children if pipefail else node.named_children[-1:]
+        return [c for part in parts for c in _fatal_in(part, pipefail)]
+    return []
+
+
+def _words_of(node: Node) -> list[str | None]:
+    """The words of a command, or of the command a redirected statement redirects."""
+    if node.type == "redirected_statement":
+        body = node.child_by_field_name("body")
+        return _words_of(body) if body is not None else []
+    if node.type != "command":
+        return []
+    return [word_value(child.named_children[0] if child.type == "command_name" else child, _unknown)
+            for i, child in enumerate(node.children) if node.field_name_for_child(i) in ("name", "argument")]
