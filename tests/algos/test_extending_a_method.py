@@ -24,14 +24,14 @@ PLUGIN = '''
 """A toy estimator: GRPO's advantage on the last turn only (a "last command" weighting), zero on earlier turns."""
 import torch
 
-from depgpo.algos.advantages import _active_turns, grpo_advantage
+from depgpo.algos.advantages import active_turns, grpo_advantage
 from depgpo.algos.methods import Estimator, Method, register_estimator, register_method
 
 CALLS = []
 
 
 def compute_last_turn_advantage(token_level_rewards, response_mask, index, epsilon=1e-6, config=None):
-    turns = _active_turns("last_turn").for_mask(response_mask)
+    turns = active_turns("last_turn").for_mask(response_mask)
     turn_ids = turns.turn_id_tensor(response_mask)
     last = turn_ids == turn_ids.max(dim=1, keepdim=True).values
     norm = config.get("norm_adv_by_std_in_grpo", True) if config is not None else True

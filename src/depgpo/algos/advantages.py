@@ -84,7 +84,7 @@ def turn_batch(turns: TurnBatch) -> Iterator[TurnBatch]:
         _ACTIVE_TURNS.reset(token)
 
 
-def _active_turns(estimator: str) -> TurnBatch:
+def active_turns(estimator: str) -> TurnBatch:
     turns = _ACTIVE_TURNS.get()
     if turns is None:
         raise ValueError(f"the {estimator} estimator needs each trajectory's turns: pass turn_ids=... or call it "
@@ -134,7 +134,7 @@ def compute_depgpo_advantage(
     source. Without `turn_ids`, the turns and factors come from the active `TurnBatch` (verl's trainer).
     """
     if turn_ids is None:
-        turns = _active_turns("depgpo").for_mask(response_mask)
+        turns = active_turns("depgpo").for_mask(response_mask)
         turn_ids, step_factors = turns.turn_id_tensor(response_mask), turns.step_factors
         norm_adv_by_std_in_grpo = _config_value(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo)
     _check_turn_ids(turn_ids, response_mask)
@@ -168,7 +168,7 @@ def compute_gigpo_advantage(
     Without `turn_ids`, turns, anchors and settings come from the active `TurnBatch` (verl's trainer).
     """
     if turn_ids is None:
-        turns = _active_turns("gigpo").for_mask(response_mask)
+        turns = active_turns("gigpo").for_mask(response_mask)
         turn_ids, anchor_keys = turns.turn_id_tensor(response_mask), turns.anchor_keys
         step_rewards = turns.step_rewards(token_level_rewards)
         omega, gamma = turns.gigpo.get("omega", omega), turns.gigpo.get("gamma", gamma)
