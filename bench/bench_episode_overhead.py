@@ -16,11 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from depgpo.env.privilege import Privilege, resolve
-from depgpo.env.sandbox import SandboxLayout, SandboxLimits, launcher_argv, remove_layout
-from depgpo.env.shell import ShellSession
-from depgpo.env.trace_parser import TraceParser
-from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
+from depgpo.env.sandbox.layout import SandboxLayout, SandboxLimits, launcher_argv, remove_layout
+from depgpo.env.sandbox.privilege import Privilege, resolve
+from depgpo.env.sandbox.shell import ShellSession
+from depgpo.env.tracing.trace_parser import TraceParser
+from depgpo.env.tracing.trace_syntax import FAST_SKIP_PREFIXES
 from depgpo.trajectory.scope import is_record_path
 
 COMMANDS = [

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from depgpo.env.strace_flags import strace_argv
-from depgpo.env.trace_parser import TraceParser
+from depgpo.env.tracing.strace_flags import strace_argv
+from depgpo.env.tracing.trace_parser import TraceParser
 
 PORT = 18731
 COMMANDS = [

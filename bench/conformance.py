@@ -29,10 +29,11 @@ import time
 import traceback
 from pathlib import Path
 
-from depgpo.env import base_images, images
+from depgpo.env.checks.task_check import check_task
 from depgpo.env.cli import oracle_commands
 from depgpo.env.episode import Episode, EpisodeConfig, HarnessFailure
-from depgpo.env.task_check import check_task
+from depgpo.env.images import backend as images
+from depgpo.env.images import base_images
 from depgpo.tasks import TaskFormatError, load_task, task_dirs
 from depgpo.tasks.dockerfile import external_bases
 

@@ -36,8 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from depgpo.env import base_images, images
 from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.images import backend as images
+from depgpo.env.images import base_images
 from depgpo.tasks import load_task
 from depgpo.tasks.dockerfile import external_bases
 from depgpo.tasks.generate import generate_task_set, oracle_commands

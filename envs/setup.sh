@@ -17,7 +17,7 @@ if [ "${1:-}" = "test" ]; then
   # slurmctld/slurmd/slurmdbd + MariaDB (sacct needs accounting) + munge: the test cluster of tests/helpers/slurm_cluster.py
   TEST_PACKAGES="munge slurmctld slurmd slurm-client slurmdbd mariadb-server"
   # podman builds and unpacks task images (agent.environment.backend=image); mmdebstrap bootstraps their bases from
-  # the Debian archive where no registry is reachable (src/depgpo/env/base_images.py); uidmap's newuidmap gives
+  # the Debian archive where no registry is reachable (src/depgpo/env/images/base_images.py); uidmap's newuidmap gives
   # rootless podman and mmdebstrap their subordinate ids, and acl's setfacl lets the tests' ordinary user reach this
   # checkout (tests/helpers/ordinary_user.py)
   TEST_PACKAGES="$TEST_PACKAGES podman mmdebstrap uidmap acl"

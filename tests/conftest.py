@@ -26,8 +26,8 @@ def sft_policy(tmp_path_factory):
 def wheel_cache():
     """The default wheel cache, filled (once per session; quick when already full) with what the fixture tasks'
     builds and verifiers install offline: `depgpo data prefetch`, as envs/setup.sh test runs it."""
-    from depgpo.env.images import DEFAULT_WHEELS
-    from depgpo.env.wheel_cache import prefetch
+    from depgpo.env.images.backend import DEFAULT_WHEELS
+    from depgpo.env.images.wheel_cache import prefetch
     from depgpo.tasks import load_task
     from depgpo.tasks.task import TaskFormatError
     from tests.helpers import DATA

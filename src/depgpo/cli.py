@@ -22,7 +22,7 @@ SUBCOMMANDS = {
                "replay a trajectory or agent log in its task's traced sandbox, with a fidelity check"),
     "counterfactual": ("depgpo.replay.cli", "add_counterfactual", "run_counterfactual",
                        "replay a trajectory without each command: which commands its reward needs, against credit"),
-    "data": ("depgpo.env.check_cli", "add_arguments", "run", "check a task set: what would not run here, and why"),
+    "data": ("depgpo.env.checks.check_cli", "add_arguments", "run", "check a task set: what would not run here, and why"),
     "generate-tasks": ("depgpo.tasks.generate_cli", "add_arguments", "run",
                        "write the tiny generated task sets (pool, test_tb20, test_tb21)"),
     "sft-data": ("depgpo.stages", "add_sft_data", "run_sft_data",

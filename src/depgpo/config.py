@@ -234,9 +234,9 @@ def value_choices() -> dict[str, Choice]:
     from depgpo.algos.losses import POLICY_LOSSES
     from depgpo.algos.methods import methods
     from depgpo.credit.config import VARIANTS
-    from depgpo.env.images import BACKENDS, RUNTIMES
-    from depgpo.env.privilege import PRIVILEGES
-    from depgpo.env.tampering import TAMPERING_POLICIES
+    from depgpo.env.images.backend import BACKENDS, RUNTIMES
+    from depgpo.env.judging.tampering import TAMPERING_POLICIES
+    from depgpo.env.sandbox.privilege import PRIVILEGES
 
     declared = tuple(methods())
     return {

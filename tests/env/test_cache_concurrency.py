@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from depgpo.env import images
+from depgpo.env.images import backend as images
 from depgpo.tasks import load_task
 from tests.helpers import REPO
 
@@ -35,12 +35,12 @@ def _pypi_reachable() -> bool:
 
 needs_pypi = pytest.mark.skipif(not _pypi_reachable(), reason="prefetch downloads from PyPI")
 
-PREFETCH = "from depgpo.env.verifier_tools import prefetch; import sys; print(prefetch(sys.argv[2:], '{py}', " \
+PREFETCH = "from depgpo.env.images.verifier_tools import prefetch; import sys; print(prefetch(sys.argv[2:], '{py}', " \
            "__import__('pathlib').Path(sys.argv[1])) or 'ok')"
 BUILD = textwrap.dedent("""\
     import sys
     from pathlib import Path
-    from depgpo.env import images
+    from depgpo.env.images import backend as images
     from depgpo.tasks import load_task
     try:
         print(images.image_of(load_task(Path(sys.argv[1])), "podman", Path(sys.argv[2])).reference)

@@ -15,8 +15,9 @@ import shutil
 
 import pytest
 
-from depgpo.env import base_images, images
-from depgpo.env.task_check import check_task
+from depgpo.env.checks.task_check import check_task
+from depgpo.env.images import backend as images
+from depgpo.env.images import base_images
 from depgpo.tasks import load_task
 from tests.helpers import DATA
 from tests.helpers.cli import depgpo

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from depgpo.env.episode import Episode, EpisodeConfig, HarnessFailure
-from depgpo.env.privilege import UidLease, owned_private_dir, resolve
-from depgpo.env.sandbox import SandboxLimits
+from depgpo.env.sandbox.layout import SandboxLimits
+from depgpo.env.sandbox.privilege import UidLease, owned_private_dir, resolve
 from depgpo.tasks import load_task
 from tests.helpers.harbor_builder import make_harbor_task
 

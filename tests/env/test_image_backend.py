@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from depgpo.env import images
 from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.images import backend as images
 from depgpo.tasks import load_task
 
 pytestmark = pytest.mark.sandbox
@@ -259,8 +259,8 @@ def test_config_rejects_an_unknown_backend():
 
 @needs_oci
 def test_data_check_reports_by_backend(oci_store, tmp_path):
-    from depgpo.env.offline_needs import internet_reachable
-    from depgpo.env.task_check import check_task
+    from depgpo.env.checks.task_check import check_task
+    from depgpo.env.images.offline_needs import internet_reachable
 
     present, absent = _image_task(tmp_path / "a", IMAGE), _image_task(tmp_path / "b", "localhost/not-here:1")
     host = check_task(present, "host")  # the host backend cannot stand in for a prebuilt image

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from depgpo.env import images
 from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.images import backend as images
 from depgpo.tasks import load_task
 from tests.helpers.image_tree import AGENT_LISTING, differences, exported_tree, listed_tree, mini_base
 
@@ -136,7 +136,7 @@ HARBOR_PREAMBLE = "apt-get update\napt-get install -y curl > /dev/null 2>&1\n"
 @pytest.mark.parametrize("name", HELD_OUT)
 def test_held_out_tasks_of_the_issues_shapes_score_1_with_their_oracle_and_0_with_nothing(name, tree_store,
                                                                                           tmp_path):
-    from depgpo.env.task_check import check_task
+    from depgpo.env.checks.task_check import check_task
 
     dockerfile, files, solve, check = HELD_OUT[name]
     task_dir = _task(tmp_path, dockerfile, files)
@@ -161,7 +161,7 @@ def test_held_out_tasks_of_the_issues_shapes_score_1_with_their_oracle_and_0_wit
 def test_data_check_names_a_package_the_image_lacks_and_the_oracle_indeed_fails(tree_store, tmp_path):
     """The verdict equals the oracle's outcome the other way round too: jq is not in the image, and offline the
     test-time apt-get cannot add it."""
-    from depgpo.env.task_check import check_task
+    from depgpo.env.checks.task_check import check_task
 
     task_dir = _task(tmp_path, "WORKDIR /app\n", {})
     (task_dir / "tests" / "test.sh").write_text(

@@ -1,4 +1,4 @@
-"""The privilege level (env/privilege.py): chosen by who runs the harness, refused with a reason where it cannot
+"""The privilege level (env/sandbox/privilege.py): chosen by who runs the harness, refused with a reason where it cannot
 work, recorded in the trajectory. Run at root and again as an ordinary user (tests/test_rootless.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import pytest
 
 from depgpo.env.episode import Episode, EpisodeConfig
-from depgpo.env.privilege import PrivilegeError, processes_in_userns, resolve
+from depgpo.env.sandbox.privilege import PrivilegeError, processes_in_userns, resolve
 from depgpo.tasks import load_task
 from tests.helpers.harbor_builder import make_harbor_task
 

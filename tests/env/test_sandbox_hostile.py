@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from depgpo.env.episode import Episode, EpisodeConfig
-from depgpo.env.privilege import processes_in_userns, processes_of_uid
-from depgpo.env.sandbox import SandboxLimits
+from depgpo.env.sandbox.layout import SandboxLimits
+from depgpo.env.sandbox.privilege import processes_in_userns, processes_of_uid
 from depgpo.tasks import load_task
 from tests.helpers.harbor_builder import make_harbor_task
 

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from depgpo.env.offline_needs import ImageContents, apt_packages, run_problems
+from depgpo.env.images.offline_needs import ImageContents, apt_packages, run_problems
 from depgpo.tasks import load_task
 from depgpo.tasks.shell_words import simple_commands
 
@@ -101,8 +101,8 @@ def test_an_apt_get_that_ends_a_set_e_script_is_named(script, stop, tmp_path):
 def test_data_checks_verdict_on_a_test_time_apt_get_is_the_oracles_outcome(errexit, tmp_path):
     """A real Debian image (python:3.11-slim, with apt and curl's absence): its test-time apt-get fails in the
     episode; under `set -e` that ends test.sh before it writes the reward, else the script goes on."""
+    from depgpo.env.checks.task_check import check_task
     from depgpo.env.episode import Episode, EpisodeConfig
-    from depgpo.env.task_check import check_task
 
     script = ("#!/bin/bash\n" + ("set -e\n" if errexit else "") + "apt-get update\n"
               "apt-get install -y curl > /dev/null 2>&1\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from depgpo.env.shell import _Output
+from depgpo.env.sandbox.shell import _Output
 
 NONCE = "0123456789abcdef"
 

@@ -1,4 +1,4 @@
-"""Tampering seen from the trace (env/tampering.py): agent-planted code that the verifier ran.
+"""Tampering seen from the trace (env/judging/tampering.py): agent-planted code that the verifier ran.
 
 Each attack is one that pays against a naive harness: the task's test.sh is Harbor's standard shape (`cd /app;
 python3 -m pytest /tests/...`, not the project's isolated runner), so shadowing pytest, a startup hook or a
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from depgpo.env.episode import Episode, EpisodeConfig
-from depgpo.env.privilege import resolve
+from depgpo.env.sandbox.privilege import resolve
 from depgpo.tasks import load_task
 from tests.helpers.harbor_builder import make_harbor_task
 

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from depgpo.env.strace_flags import strace_argv
-from depgpo.env.trace_parser import TraceParser
-from depgpo.env.trace_state import PATH_KINDS, ProcInfo, SegmentEffects
+from depgpo.env.tracing.strace_flags import strace_argv
+from depgpo.env.tracing.trace_parser import TraceParser
+from depgpo.env.tracing.trace_state import PATH_KINDS, ProcInfo, SegmentEffects
 
 needs_strace = pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
 

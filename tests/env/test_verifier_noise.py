@@ -1,4 +1,4 @@
-"""Noise in the verifier's inspection set E (env/verifier.py, docs/credit.md#verifier-records), one rule per case, each
+"""Noise in the verifier's inspection set E (env/judging/verifier.py, docs/credit.md#verifier-records), one rule per case, each
 built from a situation seen on real Terminal-Bench tasks: real episodes in the traced sandbox where the situation
 needs a real toolchain or traceback, and inspection_set / extract_verifier_records on effects and sources otherwise.
 """
@@ -13,9 +13,9 @@ import pytest
 from depgpo.credit import CreditConfig, compute_credit
 from depgpo.credit.records import VerifierRecords
 from depgpo.env.episode import Episode, EpisodeConfig
-from depgpo.env.trace_state import SegmentEffects
-from depgpo.env.verifier import inspection_set, is_toolchain_probe, static_inspection_set, traceback_lookups
-from depgpo.env.verifier_source import extract_verifier_records
+from depgpo.env.judging.verifier import inspection_set, is_toolchain_probe, static_inspection_set, traceback_lookups
+from depgpo.env.judging.verifier_source import extract_verifier_records
+from depgpo.env.tracing.trace_state import SegmentEffects
 from depgpo.tasks import load_task
 from depgpo.trajectory.scope import tracked_roots
 from tests.env.test_trace_parser import TracedShell, needs_strace

@@ -3,13 +3,13 @@ the project runs and the tools verifiers call: each attack scores 0 with its kin
 
 * Python imports, whatever the name: the test imports numpy (Debian's python3-numpy in the system, as a real image
   has it); the agent plants a module, a package, a sourceless .pyc or a user-site module named numpy, where
-  `python3 -m pytest` from the workdir or `pytest` on PATH finds it first (env/module_shadow.py). A standard-library
+  `python3 -m pytest` from the workdir or `pytest` on PATH finds it first (env/judging/module_shadow.py). A standard-library
   name stays caught, and a test that imports the agent's own module stays legitimate.
 * Tools that run commands their configuration names: git (core.fsmonitor, also under Harbor's `uvx … pytest`
   test.sh and under the offline fallback the project runs for a Terminal-Bench 1 task; a clean filter), make (a
   recipe), npm (a package.json script), sqlite3 (a `.sqliterc` `.system` line), a login shell's `.profile`. Each
   writes reward.json, which outranks the reward.txt=0 that test.sh writes after the failing check; the fsmonitor
-  one also kills the verifier (`kill -9 -1`) before test.sh can write anything (env/verifier_processes.py).
+  one also kills the verifier (`kill -9 -1`) before test.sh can write anything (env/judging/verifier_processes.py).
 
 The tests run at root here and as an ordinary user (rootless) in tests/test_rootless.py.
 """

@@ -6,7 +6,7 @@ want a value in /app/answer.txt that appears only in the verifier's test file (o
 read). Each case says which category it belongs to and why it is a real attack: what it would win against a
 harness that runs the verifier naively (in the agent's shell, its mount and pid namespace, with its tools, its
 files and its terminal). The attacks know the harness's conventions (the Harbor standard test.sh, the marker
-protocol of depgpo.env.shell, /logs/verifier), as a policy trained against it could learn them.
+protocol of depgpo.env.sandbox.shell, /logs/verifier), as a policy trained against it could learn them.
 
 Nothing here needs more than the sandbox's own tools (bash, coreutils, python3); the ld.so.preload case compiles
 with gcc when the host has it and is a harmless no-op otherwise.

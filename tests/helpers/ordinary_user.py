@@ -89,7 +89,7 @@ def give(path: Path) -> None:
 def share_wheel_cache() -> None:
     """Copy the wheels root's `depgpo data prefetch` fetched into the user's own cache (its own prefetch would
     download the same from PyPI): verifiers and image builds install from there offline."""
-    from depgpo.env.images import DEFAULT_WHEELS
+    from depgpo.env.images.backend import DEFAULT_WHEELS
 
     user = ensure()
     target = Path(user.pw_dir) / ".cache/depgpo/wheels"

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from depgpo.credit import CreditConfig, compute_credit
-from depgpo.env.verifier_source import extract_verifier_records
+from depgpo.env.judging.verifier_source import extract_verifier_records
 from depgpo.inference import ShellSimulator, infer_command_effects, infer_trajectory, load_trajectories, num_turns
 from tests.helpers import DATA
 

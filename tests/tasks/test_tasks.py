@@ -8,23 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from depgpo.env.task_check import TaskReport, check_task, check_task_set, format_reports
-from depgpo.tasks import (
-    TaskFormatError,
-    load_task,
-    load_task_set,
-    offline_test_command,
-    task_dirs,
-    verifier_offline_blockers,
-)
-from depgpo.tasks.dockerfile import (
-    CopyStep,
-    DockerfileError,
-    network_fetch_commands,
-    package_install_commands,
-    parse_dockerfile,
-    resolve_copies,
-)
+from depgpo.env.checks.task_check import TaskReport, check_task, check_task_set, format_reports
+from depgpo.tasks import (TaskFormatError, load_task, load_task_set, offline_test_command, task_dirs,
+    verifier_offline_blockers)
+from depgpo.tasks.dockerfile import (CopyStep, DockerfileError, network_fetch_commands, package_install_commands,
+    parse_dockerfile, resolve_copies)
 from depgpo.tasks.task import ISOLATED_PYTEST
 from tests.helpers import DATA, REPO
 

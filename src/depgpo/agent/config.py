@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from depgpo.credit import CreditConfig
 from depgpo.env.episode import EpisodeConfig
-from depgpo.env.sandbox import SandboxLimits
+from depgpo.env.sandbox.layout import SandboxLimits
 
 
 @dataclass

@@ -87,7 +87,7 @@ def update_metrics(
 
 
 def episode_health(trajectories: Sequence[Mapping]) -> dict[str, float]:
-    """Fractions of a batch's episodes whose verifier ran agent-planted code (env/tampering.py; scored as
+    """Fractions of a batch's episodes whose verifier ran agent-planted code (env/judging/tampering.py; scored as
     agent.environment.tampering says) and that a harness failure ended (reward 0)."""
     verifiers = [t.get("verifier") or {} for t in trajectories]
     n = max(len(verifiers), 1)

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from depgpo.env.episode import Episode, EpisodeConfig, HarnessFailure
-from depgpo.env.images import BACKENDS, ImageError, system_root_for
-from depgpo.env.privilege import PRIVILEGES
-from depgpo.env.tampering import TAMPERING_POLICIES
+from depgpo.env.images.backend import BACKENDS, ImageError, system_root_for
+from depgpo.env.judging.tampering import TAMPERING_POLICIES
+from depgpo.env.sandbox.privilege import PRIVILEGES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

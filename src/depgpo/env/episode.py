@@ -24,32 +24,25 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env import verifier_tools
-from depgpo.env.filestate import StatWalk, lines_written, read_version
-from depgpo.env.images import DEFAULT_CACHE, DEFAULT_WHEELS, system_root_for
-from depgpo.env.judge import kept_effects, merged_effects, run_verifier
-from depgpo.env.privilege import owned_private_dir, resolve
-from depgpo.env.sandbox import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimits, launcher_argv, leave_session_keyring,
-                                remove_layout, sweep_leftovers)
-from depgpo.env.seed import seed_files
-from depgpo.env.shell import ShellSession, truncate_observation
-from depgpo.env.tampering import TAMPERING_POLICIES, find_tampering
-from depgpo.env.trace_log import TraceLog
-from depgpo.env.trace_parser import TraceParser
-from depgpo.env.trace_state import SegmentEffects
-from depgpo.env.trace_syntax import FAST_SKIP_PREFIXES
-from depgpo.env.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
-from depgpo.env.verifier_processes import VerifierProcesses
+from depgpo.env.images import verifier_tools
+from depgpo.env.images.backend import DEFAULT_CACHE, DEFAULT_WHEELS, system_root_for
+from depgpo.env.judging.judge import kept_effects, merged_effects, run_verifier
+from depgpo.env.judging.tampering import TAMPERING_POLICIES, find_tampering
+from depgpo.env.judging.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
+from depgpo.env.judging.verifier_processes import VerifierProcesses
+from depgpo.env.sandbox.filestate import StatWalk, lines_written, read_version
+from depgpo.env.sandbox.layout import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimits, launcher_argv,
+    leave_session_keyring, remove_layout, sweep_leftovers)
+from depgpo.env.sandbox.privilege import owned_private_dir, resolve
+from depgpo.env.sandbox.seed import seed_files
+from depgpo.env.sandbox.shell import ShellSession, truncate_observation
+from depgpo.env.tracing.trace_log import TraceLog
+from depgpo.env.tracing.trace_parser import TraceParser
+from depgpo.env.tracing.trace_state import SegmentEffects
+from depgpo.env.tracing.trace_syntax import FAST_SKIP_PREFIXES
 from depgpo.tasks import Task, offline_test_command
-from depgpo.trajectory.schema import (
-    MISSING,
-    CommandEffects,
-    CommandRecord,
-    FileVersion,
-    Trajectory,
-    make_trajectory,
-    unverified,
-)
+from depgpo.trajectory.schema import (MISSING, CommandEffects, CommandRecord, FileVersion, Trajectory, make_trajectory,
+    unverified)
 from depgpo.trajectory.scope import is_record_path, is_under, tracked_roots
 
 

@@ -22,7 +22,7 @@ The modules, from the bottom up:
   agent_logs  fenced-action logs (mini-swe-agent), Terminal-Bench 1 trial directories, file-editor tool calls
   harbor_logs Harbor trial directories and ATIF trajectories (Terminal-Bench 2.0 runs)
   formats     trajectories from files: trajectory.json, chat messages, Terminus-2 logs, and the two above
-E, the verifier's records, comes from `depgpo.env.verifier_source`.
+E, the verifier's records, comes from `depgpo.env.judging.verifier_source`.
 """
 
 from depgpo.inference.formats import from_conversation, load_trajectories, num_turns, trajectory_sources

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from depgpo.env.verifier_source import LOCAL_HOST, named_port
+from depgpo.env.judging.verifier_source import LOCAL_HOST, named_port
 
 
 @dataclass

@@ -7,14 +7,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from depgpo.env.verifier_source import extract_verifier_records
+from depgpo.env.judging.verifier_source import extract_verifier_records
 from depgpo.inference.filesystem import content_lines, is_line_tracked
 from depgpo.inference.simulator import DEFAULT_WORKDIR, ShellSimulator
 from depgpo.trajectory import scope
-from depgpo.trajectory.schema import (
-    CommandEffects, CommandRecord, FileVersion, FinalSection, TaskRef, Timings, Trajectory, VerifierSection,
-    empty_effects, make_trajectory, unverified,
-)
+from depgpo.trajectory.schema import (CommandEffects, CommandRecord, FileVersion, FinalSection, TaskRef, Timings,
+    Trajectory, VerifierSection, empty_effects, make_trajectory, unverified)
 
 # The error that says the simulator itself failed on a command (a bug to report, not a property of the text).
 INFERENCE_FAILED = "static inference raised"

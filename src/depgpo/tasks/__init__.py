@@ -1,6 +1,6 @@
 """Tasks: load Harbor and Terminal-Bench-1 task directories into one `Task` that episodes can run.
 
-`depgpo.env.task_check` reports, for a whole task set, what cannot be run faithfully here.
+`depgpo.env.checks.task_check` reports, for a whole task set, what cannot be run faithfully here.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ class EnvironmentRef(TypedDict):
     image: str | None  # the image the episode ran in (None: the host's root)
     source: str        # host | local | pulled | built
     notes: list[str]   # how the environment differs from the task's own image (bases bootstrapped, approximated)
-    privilege: NotRequired[Literal["root", "rootless"]]  # the sandbox's privilege level (env/privilege.py)
+    privilege: NotRequired[Literal["root", "rootless"]]  # the sandbox's privilege level (env/sandbox/privilege.py)
 
 
 class UnreplayableStep(TypedDict):

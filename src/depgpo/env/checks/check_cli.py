@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from depgpo.env.images import BACKENDS
+from depgpo.env.images.backend import BACKENDS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from depgpo.tasks import TaskFormatError
     if args.data_command == "prefetch":
         return _prefetch(args)
-    from depgpo.env.task_check import check_task_set, format_reports
+    from depgpo.env.checks.task_check import check_task_set, format_reports
 
     try:
         reports = check_task_set(args.path, args.backend, args.runtime, args.wheels, args.oracle,
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prefetch(args: argparse.Namespace) -> int:
-    from depgpo.env.images import DEFAULT_WHEELS
-    from depgpo.env.wheel_cache import prefetch
+    from depgpo.env.images.backend import DEFAULT_WHEELS
+    from depgpo.env.images.wheel_cache import prefetch
     from depgpo.tasks import TaskFormatError, load_task_set
 
     wheels = args.wheels or DEFAULT_WHEELS

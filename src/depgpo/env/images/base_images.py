@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.cache_locks import base_lock, locked
+from depgpo.env.images.cache_locks import base_lock, locked
 
 RECIPE_LABEL = "org.depgpo.base-recipe"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"

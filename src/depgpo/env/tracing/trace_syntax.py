@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from depgpo.env.strace_flags import MARK_DIR
+from depgpo.env.tracing.strace_flags import MARK_DIR
 from depgpo.trajectory.scope import SYSTEM_DIRS
 
 # Installed software, read-only to the agent, and most of every log (interpreter start-up): skipped unparsed.

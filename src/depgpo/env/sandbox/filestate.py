@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.sandbox import SandboxLayout
+from depgpo.env.sandbox.layout import SandboxLayout
 from depgpo.trajectory.schema import MISSING, FileVersion
 from depgpo.trajectory.scope import TEXT_MAX_BYTES, TEXT_MAX_LINES
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env import offline_needs, verifier_tools
+from depgpo.env.images import offline_needs, verifier_tools
 from depgpo.tasks.task import Task
 
 

@@ -1,7 +1,7 @@
 """The outermost layer of a rootless episode: holds its user namespace and mount namespace while the episode lives.
 
 Started by the harness (privilege._start_holder) as
-    unshare --user --map-root-user --mount --propagation private -- python -m depgpo.env.sandbox_hold SPEC
+    unshare --user --map-root-user --mount --propagation private -- python -m depgpo.env.sandbox.sandbox_hold SPEC
 it mounts the episode's disk-limit and trace tmpfs in its own mount namespace, prints `ready`, and waits until its
 stdin closes (the harness ended the episode, or died). Each shell start and the verifier enter these namespaces
 with nsenter; the harness reads the episode's files through /proc/PID/root of this process. Its tmpfs, and so

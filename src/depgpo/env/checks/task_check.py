@@ -14,11 +14,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env import base_images, images
-from depgpo.env.offline_needs import build_problems, image_contents, internet_reachable, run_problems
-from depgpo.env.sandbox import checked_workdir
-from depgpo.tasks.dockerfile import external_bases
+from depgpo.env.images import backend as images
+from depgpo.env.images import base_images
+from depgpo.env.images.offline_needs import build_problems, image_contents, internet_reachable, run_problems
+from depgpo.env.sandbox.layout import checked_workdir
 from depgpo.tasks import load_task, task_dirs
+from depgpo.tasks.dockerfile import external_bases
 from depgpo.tasks.task import Task, TaskFormatError, offline_test_command, verifier_offline_blockers
 
 _TEST_FUNCTION = re.compile(r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(", re.MULTILINE)

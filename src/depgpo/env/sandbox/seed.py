@@ -11,8 +11,8 @@ import os
 import shutil
 from pathlib import Path
 
-from depgpo.env.images import SystemRoot, image_dir, image_top_level
-from depgpo.env.sandbox import SandboxLayout, harness_entries
+from depgpo.env.images.backend import SystemRoot, image_dir, image_top_level
+from depgpo.env.sandbox.layout import SandboxLayout, harness_entries
 
 
 def seed_files(layout: SandboxLayout, system: SystemRoot, task) -> list[str]:

@@ -9,8 +9,8 @@ released when the process dies, so a killed writer never wedges the others.
 from __future__ import annotations
 
 import fcntl
-import re
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path

@@ -31,9 +31,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env import base_images
-from depgpo.env.cache_locks import base_lock, locked, replace_text, wheels_lock
-from depgpo.env.offline_needs import build_problems
+from depgpo.env.images import base_images
+from depgpo.env.images.cache_locks import base_lock, locked, replace_text, wheels_lock
+from depgpo.env.images.offline_needs import build_problems
 from depgpo.tasks.dockerfile import external_bases
 from depgpo.trajectory.schema import EnvironmentRef
 

@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.verifier_source import extract_verifier_records
+from depgpo.env.judging.verifier_source import extract_verifier_records
 from depgpo.trajectory.scope import HARNESS_DIRS, PACKAGE_STATE_DIRS, PSEUDO_DIRS, SYSTEM_DIRS, is_under
 
 # Paths the verifier touches that are its own or the system's, never the agent's work.

@@ -13,7 +13,7 @@ each a kind in the report (docs/threat-model.md):
   dist-packages, /usr/lib/python3.X, the workdir, /) named like a standard-library module or one of the runner's
   own (pytest, pluggy, iniconfig, packaging, ...): /app/argparse.py, dist-packages/pluggy.py, python311.zip;
   and, whatever the name, an agent-made module file the verifier read that stands in for a module the image
-  provides elsewhere (/app/numpy.py for a test that imports numpy; env/module_shadow.py).
+  provides elsewhere (/app/numpy.py for a test that imports numpy; env/judging/module_shadow.py).
 - startup_hook: an agent-made sitecustomize.py / usercustomize.py, a .pth file with an `import` line (it runs code
   at every interpreter start), or /etc/ld.so.preload.
 - runner_replaced: a program of the judge's chain (shells, env, Python, pytest, uv, coreutils test scripts run)
@@ -39,8 +39,8 @@ import stat
 import sys
 from pathlib import Path
 
-from depgpo.env.filestate import is_whiteout, lstat_beneath, read_text, read_version
-from depgpo.env.module_shadow import module_file, shadowed_name
+from depgpo.env.judging.module_shadow import module_file, shadowed_name
+from depgpo.env.sandbox.filestate import is_whiteout, lstat_beneath, read_text, read_version
 
 TAMPERING_POLICIES = ("zero", "keep")  # agent.environment.tampering: reward 0 with the reason, or record only
 RUNNER_PROGRAMS = frozenset({"bash", "sh", "dash", "env", "timeout", "pytest", "py.test", "uv", "uvx", "pip",

@@ -5,7 +5,7 @@ the same chain runs inside a user namespace of the episode's own, entered with n
 difference between the two is in privilege.py.
 
     unshare --mount --pid --fork --mount-proc      mount namespace M1 + pid namespace P1, as host root
-      python -m depgpo.env.sandbox_init            pid 1 of P1: idmapped overlays for /usr /etc /opt /var, then forks
+      python -m depgpo.env.sandbox.sandbox_init            pid 1 of P1: idmapped overlays for /usr /etc /opt /var, then forks
         unshare --pid --fork --mount-proc          the agent's pid namespace P2, a child of P1
           strace -f --seccomp-bpf ...              pid 1 of P2: unkillable from inside, owns all the agent's pids
             setpriv --reuid=U  prlimit ...         an unprivileged host uid per episode, resource limits
@@ -36,10 +36,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from depgpo.env.images import TOP_LEVEL_SYSTEM_DIRS, top_level_links
-from depgpo.env.mount_api import detach
-from depgpo.env.privilege import Namespaces, Privilege, resolve, sweep_cgroups
-from depgpo.env.strace_flags import MARK_DIR, strace_argv
+from depgpo.env.images.backend import TOP_LEVEL_SYSTEM_DIRS, top_level_links
+from depgpo.env.sandbox.mount_api import detach
+from depgpo.env.sandbox.privilege import Namespaces, Privilege, resolve, sweep_cgroups
+from depgpo.env.tracing.strace_flags import MARK_DIR, strace_argv
 from depgpo.trajectory.scope import HARNESS_DIRS, PSEUDO_DIRS, is_under
 
 # System directories that are copy-on-write inside the episode (apt-get / pip install land in the upper layer).
@@ -376,7 +376,7 @@ def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = T
     layout_args = [str(layout.root), layout.inside(layout.fs), str(layout.uid), str(layout.system_root),
                    layout.privilege.system_dirs(layout.system_root == Path("/")), str(layout.root / "strace.err"),
                    *layout.cow_dirs]  # sandbox_init.main reads them in this order
-    return [*layout.privilege.outer_argv(layout.namespaces), sys.executable, "-m", "depgpo.env.sandbox_init",
+    return [*layout.privilege.outer_argv(layout.namespaces), sys.executable, "-m", "depgpo.env.sandbox.sandbox_init",
             *layout_args, "--", *inner_argv(layout, limits, traced)]
 
 

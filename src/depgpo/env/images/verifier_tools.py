@@ -31,7 +31,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depgpo.env.cache_locks import locked, wheels_lock
+from depgpo.env.images.cache_locks import locked, wheels_lock
 
 TOOLS_IN_SANDBOX = "/.depgpo_tools"        # harness-only: mounted for the verifier alone (trajectory.scope)
 WHEELS_IN_SANDBOX = f"{TOOLS_IN_SANDBOX}/wheels"

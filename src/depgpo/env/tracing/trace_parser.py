@@ -39,14 +39,13 @@ import posixpath
 import re
 from typing import Callable
 
-from depgpo.env.strace_flags import MARK_DIR
-from depgpo.env.trace_state import (SETUP, VERIFIER, ProcInfo, Segment, SegmentEffects, SegmentRecord,
-                                    TracedProcess, agent_owned, descends_from, is_own, proc_info)
-from depgpo.env.trace_syntax import (AT, AT_ARGS, CHDIR, CONNECT_ATTEMPTS, CREAT, DELETE, EXEC, FAST_SKIP_PREFIXES, FD,
-                                     FD_ARG, FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS,
-                                     MARK_NEEDLE, MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE,
-                                     UNFINISHED, UNIX_PATH, decoration, resolve_path, skippable_lines, split_result,
-                                     unescape)
+from depgpo.env.tracing.strace_flags import MARK_DIR
+from depgpo.env.tracing.trace_state import (SETUP, VERIFIER, ProcInfo, Segment, SegmentEffects, SegmentRecord,
+    TracedProcess, agent_owned, descends_from, is_own, proc_info)
+from depgpo.env.tracing.trace_syntax import (AT, AT_ARGS, CHDIR, CONNECT_ATTEMPTS, CREAT, DELETE, EXEC,
+    FAST_SKIP_PREFIXES, FD, FD_ARG, FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS, MARK_NEEDLE,
+    MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED, UNIX_PATH, decoration, resolve_path,
+    skippable_lines, split_result, unescape)
 
 
 class TraceParser:
@@ -145,7 +144,7 @@ class TraceParser:
         if len(parts) < 3 or not parts[0].isdigit() or not parts[1][0].isdigit():
             raise ValueError(
                 f"strace log line {self._line_no} is not 'PID TIMESTAMP CALL' output of strace -f -ttt: {line[:120]!r}."
-                " Run strace with depgpo.env.strace_flags.strace_argv() and feed the log from its first line.")
+                " Run strace with depgpo.env.tracing.strace_flags.strace_argv() and feed the log from its first line.")
         tid = int(parts[0])
         rest = parts[2]
         if rest[0] == "<":  # "<... NAME resumed>REST": completes the call this tid left unfinished

@@ -10,7 +10,7 @@ Kept import-light: it runs once per episode on the critical path.
 import os
 import sys
 
-from depgpo.env.mount_api import idmapped_bind, mount, readonly_rbind, userns_fd
+from depgpo.env.sandbox.mount_api import idmapped_bind, mount, readonly_rbind, userns_fd
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from depgpo.env import base_images, verifier_tools
-from depgpo.tasks.dockerfile import instructions, external_bases, network_fetch_commands
+from depgpo.env.images import base_images, verifier_tools
+from depgpo.tasks.dockerfile import external_bases, instructions, network_fetch_commands
 from depgpo.tasks.shell_words import fatal_commands, simple_commands
 from depgpo.tasks.task import Task
 

@@ -22,7 +22,7 @@ import re
 import signal
 from pathlib import Path
 
-from depgpo.env.tampering import agent_change, resolve
+from depgpo.env.judging.tampering import agent_change, resolve
 
 REWARD_FILES = ("/logs/verifier/reward.json", "/logs/verifier/reward.txt")
 CODE_SUFFIXES = (".py", ".pyc", ".pth", ".sh", ".bash", ".pl", ".rb", ".js", ".lua", ".php", ".jar")

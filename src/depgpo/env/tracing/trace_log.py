@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from depgpo.env.trace_parser import TraceParser
+from depgpo.env.tracing.trace_parser import TraceParser
 
 TRACE_CHUNK = 16 << 20  # bytes of strace log parsed at a time
 

@@ -17,11 +17,11 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from depgpo.env.sandbox import SandboxLayout, SandboxLimits, verifier_argv
-from depgpo.env.shell import ShellSession, _descendants, wait_exit
-from depgpo.env.strace_flags import MARK_DIR
-from depgpo.env.trace_parser import TraceParser
-from depgpo.env.trace_state import PATH_KINDS, RECORD_KINDS, ProcInfo, SegmentEffects
+from depgpo.env.sandbox.layout import SandboxLayout, SandboxLimits, verifier_argv
+from depgpo.env.sandbox.shell import ShellSession, _descendants, wait_exit
+from depgpo.env.tracing.strace_flags import MARK_DIR
+from depgpo.env.tracing.trace_parser import TraceParser
+from depgpo.env.tracing.trace_state import PATH_KINDS, RECORD_KINDS, ProcInfo, SegmentEffects
 
 HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # nsenter, strace, setpriv, prlimit, bwrap: the host's
 

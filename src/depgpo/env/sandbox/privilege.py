@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from depgpo.env.mount_api import mount
+from depgpo.env.sandbox.mount_api import mount
 
 PRIVILEGES = ("auto", "root", "rootless")
 ROOTLESS_HOST_NOTE = ("rootless on the host's root: its system files are host root's, so the agent cannot change "
@@ -234,7 +234,7 @@ def resolve(requested: str = "auto") -> Privilege:
 
 def _start_holder(root: Path, mounts: list[tuple[str, str, str]]) -> Namespaces:
     argv = ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "--",
-            sys.executable, "-m", "depgpo.env.sandbox_hold", json.dumps({"mounts": mounts})]
+            sys.executable, "-m", "depgpo.env.sandbox.sandbox_hold", json.dumps({"mounts": mounts})]
     try:
         holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   cwd="/", start_new_session=True)

@@ -1,0 +1,1 @@
+"""`depgpo data check`: what a task needs that an episode here cannot give."""

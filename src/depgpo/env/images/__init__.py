@@ -1,0 +1,1 @@
+"""Task images: podman builds, bases bootstrapped from Debian, the wheel cache, the offline tools a verifier gets, what a task needs offline."""
