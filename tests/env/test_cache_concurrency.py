@@ -91,7 +91,7 @@ def test_concurrent_prefetches_builds_and_base_checks_never_see_a_half_written_c
                (("3.13", ["numpy==2.2.6"]), ("3.11", ["pyyaml==6.0.2", "iniconfig==2.1.0"]),
                 ("3.13", ["pyyaml==6.0.2", "six==1.17.0"]))]  # numpy: a 16 MB wheel, long enough to be seen half-written
     workers += [_spawn(BUILD, str(task), str(wheels)) for task in tasks]
-    workers.append(_spawn("from depgpo.env import base_images; print(base_images.ensure_base('python:3.11-slim', "
+    workers.append(_spawn("from depgpo.env.images import base_images; print(base_images.ensure_base('python:3.11-slim', "
                           "'podman').source)"))
     polls = 0
     while any(w.poll() is None for w in workers):
