@@ -316,13 +316,6 @@ def _shown(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-@functools.lru_cache(maxsize=16)
-def compose_cached(overrides: tuple[str, ...]) -> DictConfig:
-    """`compose`, once per distinct overrides, for code that needs the config on every call (verl's agent loop
-    and advantage step); treat the result as read-only."""
-    return compose(overrides)
-
-
 def run_name(cfg: DictConfig) -> str:
     """results/ run directory name: the method, then the β of a sweep point or the ablation variant (parse_run
     reads it back)."""
