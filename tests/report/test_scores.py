@@ -15,7 +15,8 @@ from depgpo.report.scores import (
 from depgpo.report.stats import cluster_ratio_bootstrap
 from tests.helpers.counterfactuals import write_counterfactuals
 
-UNIFORM, LAST, GIGPO = Weighting("uniform", "", "uniform"), Weighting("last", "", "last"), Weighting("gigpo", "", "gigpo")
+UNIFORM, LAST = Weighting("uniform", "", "uniform"), Weighting("last", "", "last")
+GIGPO = Weighting("gigpo", "", "gigpo")
 
 # Successes A (necessary F T T F), B (F T), C (T T T); E is not reproducible and left out.
 #   uniform: every command positive, all scores tied.

@@ -122,7 +122,8 @@ def _counterfactual(where: str, path: Path, document) -> Counterfactual:
         raise bad("trajectory", "null or missing: the scores need the kept replay (a), written only with --out")
     trajectory_path = _resolve(Path(kept), path)
     if trajectory_path is None:
-        raise bad("trajectory", f"{kept} does not exist (relative paths are tried from here and from {path.parent})")
+        raise bad("trajectory", f"{kept} does not exist (a relative path is read from {path.parent}, then from "
+                                "the working directory)")
     try:
         trajectory = json.loads(trajectory_path.read_text())
     except (OSError, json.JSONDecodeError) as error:
@@ -134,7 +135,7 @@ def _counterfactual(where: str, path: Path, document) -> Counterfactual:
 
 
 def _resolve(kept: Path, source: Path) -> Path | None:
-    for candidate in ([kept] if kept.is_absolute() else [kept, source.parent / kept]):
+    for candidate in ([kept] if kept.is_absolute() else [source.parent / kept, kept]):
         if candidate.is_file():
             return candidate
     return None
@@ -317,10 +318,12 @@ def table_scores(tree, focal):
                     NOT_AVAILABLE if math.isnan(score.value) else _shown(score)
                 numbers.append({"weighting": name, "outcome": outcome, "label": OUTCOMES[outcome], "metric": metric,
                                 "value": score.value, "ci_low": score.low, "ci_high": score.high,
-                                "n_trajectories": int(part.defined.sum()), "n_tasks": part[part.defined].task.nunique(),
+                                "n_trajectories": int(part.defined.sum()),
+                                "n_tasks": part[part.defined].task.nunique(),
                                 "n_commands": int(part[part.defined].commands.sum()),
                                 "n_labelled": int(part[part.defined].labelled.sum()),
-                                "undefined": int((~part.defined).sum()), "fallbacks": int(part.fallback.notna().sum())})
+                                "undefined": int((~part.defined).sum()),
+                                "fallbacks": int(part.fallback.notna().sum())})
     columns = pd.MultiIndex.from_tuples([(OUTCOME_LABELS[o], METRIC_LABELS[m]) for o in OUTCOMES for m in METRICS
                                          if any(column == (OUTCOME_LABELS[o], METRIC_LABELS[m]) for _, column in cells)])
     table = pd.DataFrame([[cells.get((labels_of[n], column), NOT_AVAILABLE) for column in columns] for n in names],
