@@ -192,4 +192,7 @@ def run_counterfactual_sample(args: argparse.Namespace) -> int:
     except SampleError as error:
         return _bad(args, str(error))
     print(f"{args.out}: {written} counterfactual results ({len(failures)} problems said above)", flush=True)
-    return 0 if written or args.per_outcome == 0 else BAD_INPUT
+    # An empty draw (no logged rollout with commands) is an empty sample, not an error; drawn rollouts of which
+    # none could be replayed are.
+    replay_failed = [line for line in failures if ": not replayed: " in line]
+    return BAD_INPUT if replay_failed and not written else 0

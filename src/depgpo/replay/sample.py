@@ -88,6 +88,9 @@ def run_sample(sources: list[Path], per_outcome: int, seed: int, out: Path, epis
     from depgpo.replay.source import read_sources
 
     drawn = draw(read_rollouts(rollout_files(sources)), per_outcome, seed)
+    if not drawn:
+        report(f"{', '.join(map(str, sources))}: no logged rollout with commands and a task path to draw; the "
+               f"sample in {out} is empty")
     kept_root = out.parent / out.stem
     kept_root.mkdir(parents=True, exist_ok=True)
     written = 0

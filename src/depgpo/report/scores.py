@@ -274,6 +274,9 @@ def scored(tree, focal) -> tuple[pd.DataFrame, list[str]]:
     if not paths:
         raise MissingInput(f"{focal.path}/{COUNTERFACTUAL_GLOB}", "counterfactual")
     results = [result for path in paths for result in read_counterfactuals(path)]
+    if not any(result.reproducible for result in results):
+        raise MissingInput(f"{focal.path}/{COUNTERFACTUAL_GLOB} with a reproducible result ({len(results)} results "
+                           f"in {len(paths)} files, none reproducible)", "counterfactual")
     betas = [run.beta for path in tree.root.glob(f"{focal.path}/rl/depgpo_beta*")
              if (run := _run_or_none(parse_run, path.name)) is not None and run.beta is not None]
     frame = score_frame(results, weightings(betas or (0.25, 0.75, 1.0)))
