@@ -144,3 +144,31 @@ def test_report_without_counterfactuals_names_the_missing_input(tmp_path):
     missing = (tmp_path / "out" / "index.md").read_text().split("## Missing")[1]
     assert f"**table_scores**: missing {SETA.path}/counterfactual/*.jsonl (written by rule `counterfactual`" in missing
     assert "**fig_scores**" in missing
+
+
+def test_the_draw_takes_each_outcome_and_distinct_tasks_first():
+    from depgpo.replay.sample import draw
+
+    def record(task: str, reward: float) -> tuple[str, dict]:
+        return f"{task}-{reward}", {"task": {"id": task, "path": f"/t/{task}"}, "verifier": {"reward": reward},
+                                    "commands": [{"text": "ls"}]}
+
+    rollouts = [record("a", 1.0), record("a", 1.0), record("a", 1.0), record("b", 1.0), record("a", 0.0),
+                record("c", 0.0), record("c", 0.0)]
+    drawn = draw(rollouts, 2, seed=0)
+    successes, failures = drawn[:2], drawn[2:]
+    assert sorted(r["task"]["id"] for _, r in successes) == ["a", "b"]  # b before a second rollout of a
+    assert sorted(r["task"]["id"] for _, r in failures) == ["a", "c"]
+    assert all(r["verifier"]["reward"] > 0 for _, r in successes) and all(
+        r["verifier"]["reward"] == 0 for _, r in failures)
+    assert draw(rollouts, 2, seed=0) == drawn  # seeded
+
+
+def test_sample_without_rollouts_names_the_directory_and_the_fix(tmp_path, capsys):
+    from depgpo.cli import main
+
+    assert main(["counterfactual-sample", str(tmp_path), "--per-outcome", "1", "--out",
+                 str(tmp_path / "out.jsonl")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and str(tmp_path) in error and "no trajectories/update*.jsonl" in error
+    assert "give an RL run's seed directory" in error

@@ -279,7 +279,13 @@ def scored(tree, focal) -> tuple[pd.DataFrame, list[str]]:
                            f"in {len(paths)} files, none reproducible)", "counterfactual")
     betas = [run.beta for path in tree.root.glob(f"{focal.path}/rl/depgpo_beta*")
              if (run := _run_or_none(parse_run, path.name)) is not None and run.beta is not None]
-    frame = score_frame(results, weightings(betas or (0.25, 0.75, 1.0)))
+    if not betas:  # the sweep's runs are not in the tree: score the config's sweep
+        from depgpo.config import compose
+        betas = [float(beta) for beta in compose([]).betas]
+        swept = False
+    else:
+        swept = True
+    frame = score_frame(results, weightings(betas))
     unreproducible = sum(not r.reproducible for r in results)
     kept = frame.drop_duplicates("trajectory")
     notes = [f"{len(results)} counterfactual results in {len(paths)} files ({', '.join(p.name for p in paths)}); "
@@ -288,8 +294,9 @@ def scored(tree, focal) -> tuple[pd.DataFrame, list[str]]:
     if unreproducible:
         notes.append(f"{unreproducible} trajectories left out: their replay's reward was not reproducible, so their "
                      "necessity is not reliable")
-    if not betas:
-        notes.append("no β-sweep run in the results tree: the β rows are the config's default sweep (0.25, 0.75, 1)")
+    if not swept:
+        notes.append("no β-sweep run in the results tree: the β rows are the config's `betas` "
+                     f"({', '.join(f'{b:g}' for b in betas)})")
     cache[focal] = frame, notes
     return frame, notes
 
