@@ -221,7 +221,7 @@ def trajectory_counts(scores: list[float], turn_weights: list[float], turns: lis
 
 def score_frame(results: list[Counterfactual], weighting_list: list[Weighting]) -> pd.DataFrame:
     """One row per (weighting, trajectory): task, outcome, commands, labelled, fallback, the metrics' counts;
-    undefined (GiGPO) rows have NaN counts. Unreproducible trajectories are left out (see score_table)."""
+    undefined (GiGPO) rows have NaN counts. Unreproducible trajectories are left out (table_scores counts them)."""
     rows = []
     for number, result in enumerate(r for r in results if r.reproducible):
         outcome, labelled = labels(result)
@@ -296,7 +296,8 @@ def scored(tree, focal) -> tuple[pd.DataFrame, list[str]]:
                      "necessity is not reliable")
     if not swept:
         notes.append("no β-sweep run in the results tree: the β rows are the config's `betas` "
-                     f"({', '.join(f'{b:g}' for b in betas)})")
+                     f"({', '.join(f'{b:g}' for b in betas if b != CreditConfig().beta)}; "
+                     f"{CreditConfig().beta:g} is full DepGPO's)")
     cache[focal] = frame, notes
     return frame, notes
 
@@ -388,7 +389,8 @@ def figure_scores(tree, focal):
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(np.arange(len(names)), list(labels_of)[:len(names)], fontsize=7)
     axes[0].invert_yaxis()
-    axes[-1].legend(fontsize=7, loc="lower right")
-    figure.suptitle(f"{focal.label}: credit against counterfactual necessity (95% intervals, tasks resampled)",
-                    fontsize=9)
+    handles, texts = axes[0].get_legend_handles_labels()
+    figure.legend(handles, texts, fontsize=7, loc="outside lower center", ncols=2)
+    figure.suptitle(f"{focal.label}: credit weightings against counterfactual labels (95% intervals, tasks "
+                    "resampled)", fontsize=9)
     return Plot(figure, notes=list(table.notes))
