@@ -172,3 +172,18 @@ def test_sample_without_rollouts_names_the_directory_and_the_fix(tmp_path, capsy
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and str(tmp_path) in error and "no trajectories/update*.jsonl" in error
     assert "give an RL run's seed directory" in error
+
+
+def test_report_on_a_malformed_result_is_one_line_and_writes_nothing(tmp_path, capsys):
+    from tests.report.test_report import SETA, build_results, report
+
+    results = build_results(tmp_path / "results")
+    path = results / SETA.path / "counterfactual" / "depgpo.jsonl"
+    lines = path.read_text().splitlines()
+    broken = json.loads(lines[1])
+    del broken["commands"][0]["turn"]
+    path.write_text("\n".join([lines[0], json.dumps(broken), *lines[2:]]) + "\n")
+    assert report(results, "--out", str(tmp_path / "out")) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"{path} line 2: commands[0].turn: missing" in error
+    assert not (tmp_path / "out" / "table1.md").exists()
