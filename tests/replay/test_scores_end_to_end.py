@@ -48,6 +48,8 @@ def test_sample_replays_both_outcomes_and_scores_them(tmp_path, monkeypatch):
     objects = [json.loads(line) for line in out.read_text().splitlines()]
     assert [o["reward"] for o in objects] == [1.0, 0.0]  # one of each outcome, successes first
     assert all((out.parent / o["trajectory"]).is_file() for o in objects)
+    # GiGPO's group: the three rollouts of the task in the update file, the success the middle one.
+    assert objects[0]["gigpo_group"]["member"] == 1 and objects[0]["gigpo_group"]["rewards"] == [0.0, 1.0, 0.0]
 
     results = read_counterfactuals(out)
     frame = score_frame(results, weightings([0.25]))
@@ -60,6 +62,8 @@ def test_sample_replays_both_outcomes_and_scores_them(tmp_path, monkeypatch):
     success_rows = frame[frame.outcome == "success"]
     full = summarise(success_rows[success_rows.weighting == "depgpo"])
     uniform = summarise(success_rows[success_rows.weighting == "uniform"])
+    # In its group the success's turns that share the failures' states get a positive step advantage: defined.
+    assert success_rows[success_rows.weighting == "gigpo"].defined.tolist() == [True]
     necessary = sum(c["necessary"] for c in objects[0]["commands"])
     assert necessary > 0 and full["recall"].value == 1.0
     assert uniform["precision"].value == pytest.approx(necessary / len(objects[0]["commands"]))

@@ -187,3 +187,24 @@ def test_report_on_a_malformed_result_is_one_line_and_writes_nothing(tmp_path, c
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and f"{path} line 2: commands[0].turn: missing" in error
     assert not (tmp_path / "out" / "table1.md").exists()
+
+
+def test_gigpo_with_the_logged_group_by_hand():
+    from depgpo.report.scores import Counterfactual, weights
+
+    # Two rollouts of one task, two turns each, both starting from state s0: returns (γ, 1) and (0, 0). Turn 0's
+    # step group holds γ and 0: mean γ/2, sample std γ/√2, so member 0's A_0 = 1/√2; turn 1's states differ: 0.
+    group = {"anchor_keys": [["s0", "s1"], ["s0", "s2"]], "rewards": [1.0, 0.0], "member": 0}
+    commands = [{"index": 0, "turn": 0, "necessary": True, "reward_without": 0.0},
+                {"index": 1, "turn": 1, "necessary": False, "reward_without": 1.0}]
+    result = Counterfactual("x", "task", 1.0, True, commands, {"num_turns": 2, "commands": commands}, group)
+    scores, turn_weights, _ = weights(GIGPO, result)
+    assert scores == pytest.approx([2 ** -0.5, 0.0], rel=1e-4) and turn_weights == pytest.approx([2 ** -0.5, 0.0],
+                                                                                                  rel=1e-4)
+    summary = summarise(score_frame([result], [GIGPO]))
+    assert {metric: score.value for metric, score in summary.items()} == {"precision": 1.0, "recall": 1.0,
+                                                                        "auroc": 1.0, "mass": 1.0}
+    failed = Counterfactual("y", "task", 0.0, True, commands, {"num_turns": 2, "commands": commands},
+                            dict(group, member=1))
+    # Member 1 failed: its A_0 = -1/√2, and its score is the blame, -A_t.
+    assert weights(GIGPO, failed)[0] == pytest.approx([2 ** -0.5, 0.0], rel=1e-4)

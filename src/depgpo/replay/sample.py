@@ -9,8 +9,10 @@ own trajectory.json, and runs the counterfactual of each against the task it nam
 The draw: the rollouts with reward > 0 (successes) and the others (failures), each shuffled with `--seed`, then
 `--per-outcome` of each taken, a task not yet drawn first (the scores' intervals resample tasks, so distinct tasks
 are worth more than a second rollout of one). Output: OUT (one counterfactual object a line, as `depgpo
-counterfactual --format json` prints it), and beside it OUT's stem as a directory holding each replay (a)
-(`NNN/trajectory.json`), which the objects name relative to OUT's directory so that the tree can move.
+counterfactual --format json` prints it, plus `logged` (FILE:LINE) and `gigpo_group` (the anchor keys and rewards of
+the rollouts of its task in its update file, for GiGPO's step advantages in the scores), and beside it OUT's stem as
+a directory holding each replay (a) (`NNN/trajectory.json`), which the objects name relative to OUT's directory so
+that the tree can move.
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ def rollout_files(sources: list[Path]) -> list[Path]:
     return files
 
 
-def read_rollouts(files: list[Path]) -> list[tuple[str, dict]]:
-    """(name, record) of every logged rollout; the name is FILE:LINE."""
-    rollouts = []
+def read_rollouts(files: list[Path]) -> tuple[list[tuple[str, dict]], dict[str, dict]]:
+    """(name, record) of every rollout that can be drawn, the name FILE:LINE; and per name its GiGPO group (see
+    gigpo_groups)."""
+    rollouts, every = [], []
     for path in files:
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
             if not line.strip():
@@ -54,10 +57,30 @@ def read_rollouts(files: list[Path]) -> list[tuple[str, dict]]:
                 raise SampleError(f"{path} line {number}: not JSON ({error}); expected one trajectory record a "
                                   "line, as `depgpo rl` logs them") from error
             task = record.get("task") if isinstance(record, dict) else None
-            if not isinstance(task, dict) or not isinstance(task.get("path"), str) or not record.get("commands"):
+            if not isinstance(task, dict):
+                continue  # not a trajectory record
+            every.append((path, f"{path}:{number}", record))
+            if not isinstance(task.get("path"), str) or not record.get("commands"):
                 continue  # no task directory to replay in, or nothing to replay: not drawn
             rollouts.append((f"{path}:{number}", record))
-    return rollouts
+    return rollouts, gigpo_groups(every)
+
+
+def gigpo_groups(records: list[tuple[Path, str, dict]]) -> dict[str, dict]:
+    """Per rollout, the group GiGPO's step advantages compare it with: the rollouts of the same task in the same
+    update file (`depgpo rl` samples a task's K rollouts together in one update), each its logged `anchor_keys` and
+    reward, and which member it is. Rollouts logged without anchor keys get none."""
+    members: dict[tuple, list[tuple[str, dict]]] = {}
+    for path, name, record in records:
+        if isinstance(record.get("anchor_keys"), list):
+            members.setdefault((str(path), record["task"].get("id")), []).append((name, record))
+    groups = {}
+    for group in members.values():
+        anchors = [[str(key) for key in record["anchor_keys"]] for _, record in group]
+        rewards = [_reward(record) for _, record in group]
+        for member, (name, _) in enumerate(group):
+            groups[name] = {"anchor_keys": anchors, "rewards": rewards, "member": member}
+    return groups
 
 
 def draw(rollouts: list[tuple[str, dict]], per_outcome: int, seed: int) -> list[tuple[str, dict]]:
@@ -87,7 +110,8 @@ def run_sample(sources: list[Path], per_outcome: int, seed: int, out: Path, epis
     from depgpo.replay.counterfactual import counterfactual
     from depgpo.replay.source import read_sources
 
-    drawn = draw(read_rollouts(rollout_files(sources)), per_outcome, seed)
+    rollouts, groups = read_rollouts(rollout_files(sources))
+    drawn = draw(rollouts, per_outcome, seed)
     if not drawn:
         report(f"{', '.join(map(str, sources))}: no logged rollout with commands and a task path to draw; the "
                f"sample in {out} is empty")
@@ -111,6 +135,7 @@ def run_sample(sources: list[Path], per_outcome: int, seed: int, out: Path, epis
                 report(f"{name}: {line}")
             result["trajectory"] = str((directory / "trajectory.json").relative_to(out.parent))
             result["logged"] = name
+            result["gigpo_group"] = groups.get(name)  # the scores' GiGPO step advantages (report.scores)
             results.write(json.dumps(result) + "\n")
             written += 1
     return written

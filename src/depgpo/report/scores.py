@@ -3,13 +3,15 @@
 
 A weighting gives every command a score and every turn a step factor. Scored: full DepGPO and its ablations
 (`credit.VARIANTS`) at the default β, DepGPO at each β of the sweep, and three weightings without dependencies:
-GRPO's uniform factors, the last command only, and GiGPO's step advantages where a lone trajectory defines them.
+GRPO's uniform factors, the last command only, and GiGPO's step advantages where defined (among the rollout's logged
+group when counterfactual-sample kept it, else the trajectory alone: _gigpo).
 
     weighting   command score                        turn weight (the mass)
     depgpo      q(c), recomputed on the kept replay   f_t (credit_with_fallback: a fallback gives unit factors)
     uniform     1                                     1
     last        1 for the last command, else 0        T on the last command's turn, else 0 (mean 1, as f_t)
     gigpo       A_t, the step advantage of its turn   |A_t|
+                (-A_t in a failure: the blame)
 
 The label is the counterfactual's: a command of a trajectory with reward > 0 is labelled when it is *necessary*
 (removing it lowered the reward); a command of a failed trajectory (reward 0) when it is *harmful* (removing it
@@ -80,6 +82,7 @@ class Counterfactual:
     reproducible: bool
     commands: list[dict]  # index, turn, necessary, reward_without
     trajectory: dict  # the kept replay (a)
+    gigpo_group: dict | None = None  # counterfactual-sample: the logged group's anchor_keys, rewards, member
 
 
 def read_counterfactuals(path: Path) -> list[Counterfactual]:
@@ -130,8 +133,22 @@ def _counterfactual(where: str, path: Path, document) -> Counterfactual:
         raise bad("trajectory", f"{trajectory_path} is not a readable trajectory.json ({error})") from error
     if not isinstance(trajectory, dict) or len(trajectory.get("commands") or []) != len(commands):
         raise bad("trajectory", f"{trajectory_path} does not hold the replay's {len(commands)} commands")
+    group = document.get("gigpo_group")
+    if group is not None and not _is_group(group):
+        raise bad("gigpo_group", "expected null or {\"anchor_keys\": [[str, ...] per member], \"rewards\": "
+                                 "[number per member], \"member\": index}")
     return Counterfactual(where, document["task"], float(reward or 0.0), document["reproducible"], commands,
-                          trajectory)
+                          trajectory, group)
+
+
+def _is_group(group) -> bool:
+    if not isinstance(group, dict):
+        return False
+    anchors, rewards, member = group.get("anchor_keys"), group.get("rewards"), group.get("member")
+    return (isinstance(anchors, list) and all(isinstance(a, list) and all(isinstance(k, str) for k in a)
+                                              for a in anchors)
+            and isinstance(rewards, list) and len(rewards) == len(anchors) and all(map(_number, rewards))
+            and _integer(member) and member < len(anchors))
 
 
 def _resolve(kept: Path, source: Path) -> Path | None:
@@ -185,18 +202,25 @@ def weights(weighting: Weighting, result: Counterfactual) -> tuple[list[float], 
 
 
 def _gigpo(result: Counterfactual, num_turns: int):
-    """GiGPO's step advantages (mean_std_norm, config/method/gigpo.yaml) with the trajectory as its own group: a
-    turn's return is compared with the other turns that acted on the same anchor state. Its real step groups are
-    the other rollouts of its task group, which a replay does not have; a lone trajectory defines a step advantage
-    only where it revisits a state with another return, else None."""
-    trajectory = dict(result.trajectory, num_turns=num_turns)
-    anchors = turn_anchors(trajectory)
-    rewards = [0.0] * (num_turns - 1) + [result.reward]
-    (advantages,) = anchor_group_advantages(np.zeros(1), [anchors], [discounted_returns(rewards, GIGPO_GAMMA)],
-                                            normalise_by_std=True)
+    """GiGPO's step advantages (mean_std_norm, config/method/gigpo.yaml): a turn's discounted return normalised
+    among the turns of its task group that acted on the same anchor state. With the logged group
+    (counterfactual-sample's `gigpo_group`), the advantages the rollout had among its group's rollouts, by logged
+    turn (the replay keeps the logged turns). Without one, the trajectory is its own group: a step advantage exists
+    only where it revisits a state with another return. None where every step advantage is 0 (undefined)."""
+    group = result.gigpo_group
+    if group is not None:
+        anchors, rewards, member = group["anchor_keys"], group["rewards"], group["member"]
+    else:
+        anchors, rewards, member = [turn_anchors(dict(result.trajectory, num_turns=num_turns))], [result.reward], 0
+    returns = [discounted_returns([0.0] * (len(keys) - 1) + [reward], GIGPO_GAMMA) if keys else []
+               for keys, reward in zip(anchors, rewards)]
+    advantages = anchor_group_advantages(np.zeros(len(anchors)), anchors, returns, normalise_by_std=True)[member]
     if not any(advantages):
         return None
-    return [advantages[c["turn"]] for c in result.commands], [abs(a) for a in advantages], None
+    per_turn = [advantages[t] if t < len(advantages) else 0.0 for t in range(num_turns)]
+    # A failure's score is the blame, as DepGPO's factors scale a negative advantage: the lower A_t, the more.
+    sign = 1.0 if labels(result)[0] == "success" else -1.0
+    return [sign * per_turn[c["turn"]] for c in result.commands], [abs(a) for a in per_turn], None
 
 
 def trajectory_counts(scores: list[float], turn_weights: list[float], turns: list[int],
@@ -290,7 +314,8 @@ def scored(tree, focal) -> tuple[pd.DataFrame, list[str]]:
     kept = frame.drop_duplicates("trajectory")
     notes = [f"{len(results)} counterfactual results in {len(paths)} files ({', '.join(p.name for p in paths)}); "
              f"{(kept.outcome == 'success').sum()} successes and {(kept.outcome == 'failure').sum()} failures over "
-             f"{kept.task.nunique()} tasks scored"]
+             f"{kept.task.nunique()} tasks scored; {sum(r.gigpo_group is not None for r in results)} results carry "
+             "their logged GiGPO group"]
     if unreproducible:
         notes.append(f"{unreproducible} trajectories left out: their replay's reward was not reproducible, so their "
                      "necessity is not reliable")
@@ -342,9 +367,9 @@ def table_scores(tree, focal):
     table.index.name = "Weighting"
     numbers = pd.DataFrame(numbers)
     gigpo = frame[frame.weighting == "gigpo"]
-    notes = notes + [f"GiGPO defined for {int(gigpo.defined.sum())} of {len(gigpo)} trajectories: a lone replay "
-                     "defines a step advantage only where it revisits an anchor state with another return (its real "
-                     "step groups are the other rollouts of its task group)"]
+    notes = notes + [f"GiGPO defined for {int(gigpo.defined.sum())} of {len(gigpo)} trajectories: elsewhere every "
+                     "step advantage is 0 (the group's rollouts earned the same, or, without the logged group, the "
+                     "trajectory revisits no state with another return)"]
     fallbacks = frame[frame.fallback.notna()].groupby("weighting").size()
     if len(fallbacks):
         notes.append("fell back to unit factors, nothing credited (trajectories): "
