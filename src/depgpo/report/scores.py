@@ -360,8 +360,9 @@ def table_scores(tree, focal):
                                 "n_labelled": int(part[part.defined].labelled.sum()),
                                 "undefined": int((~part.defined).sum()),
                                 "fallbacks": int(part.fallback.notna().sum())})
+    present = {column for _, column in cells}  # an outcome without a trajectory gets no columns
     columns = pd.MultiIndex.from_tuples([(OUTCOME_LABELS[o], METRIC_LABELS[m]) for o in OUTCOMES for m in METRICS
-                                         if any(column == (OUTCOME_LABELS[o], METRIC_LABELS[m]) for _, column in cells)])
+                                         if (OUTCOME_LABELS[o], METRIC_LABELS[m]) in present])
     table = pd.DataFrame([[cells.get((labels_of[n], column), NOT_AVAILABLE) for column in columns] for n in names],
                          index=[labels_of[n] for n in names], columns=columns)
     table.index.name = "Weighting"
