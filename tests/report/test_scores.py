@@ -208,3 +208,17 @@ def test_gigpo_with_the_logged_group_by_hand():
                             dict(group, member=1))
     # Member 1 failed: its A_0 = -1/√2, and its score is the blame, -A_t.
     assert weights(GIGPO, failed)[0] == pytest.approx([2 ** -0.5, 0.0], rel=1e-4)
+
+
+def test_a_sample_of_successes_only_has_no_failure_columns(tmp_path):
+    from depgpo.report.load import ResultsTree
+    from depgpo.report.scores import table_scores
+    from tests.report.test_report import SETA, build_results
+
+    results = build_results(tmp_path / "results")
+    path = results / SETA.path / "counterfactual" / "depgpo.jsonl"
+    path.write_text("".join(line + "\n" for line in path.read_text().splitlines()
+                            if json.loads(line)["reward"] > 0))
+    table = table_scores(ResultsTree(results), SETA)
+    assert {outcome for outcome, _ in table.cells.columns} == {"Successes (necessary)"}
+    assert set(table.numbers.outcome) == {"success"}
