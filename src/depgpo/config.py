@@ -206,6 +206,8 @@ VALUE_RANGES: dict[str, Range] = {
     "filter.attempts": Range(int, 4, "attempts per candidate task", low=2),
     "filter.val_fraction": Range(float, 0.1, "share of the selected tasks held out", low=0, high=1, high_open=True),
     "eval.rounds": Range(int, 3, "evaluation rounds", low=1),
+    "counterfactual.per_outcome": Range(int, 8, "DepGPO rollouts of each outcome replayed for the credit scores",
+                                        low=0),
     "eval.temperature": Range(float, 1.0, "sampling temperature, 0 greedy", low=0),
     "algorithm.gigpo.omega": Range(float, 1.0, "weight of GiGPO's step advantage", low=0),
     "algorithm.gigpo.gamma": Range(float, 0.95, "GiGPO's discount", low=0, high=1),
