@@ -42,6 +42,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/sft.smk"
 include: "workflow/rules/rl.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/counterfactual.smk"
 include: "workflow/rules/report.smk"
 
 

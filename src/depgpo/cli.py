@@ -22,6 +22,9 @@ SUBCOMMANDS = {
                "replay a trajectory or agent log in its task's traced sandbox, with a fidelity check"),
     "counterfactual": ("depgpo.replay.cli", "add_counterfactual", "run_counterfactual",
                        "replay a trajectory without each command: which commands its reward needs, against credit"),
+    "counterfactual-sample": ("depgpo.replay.cli", "add_counterfactual_sample", "run_counterfactual_sample",
+                              "counterfactuals of a sample of an RL run's logged rollouts, both outcomes (the "
+                              "report's credit scores)"),
     "data": ("depgpo.env.checks.check_cli", "add_arguments", "run", "check a task set: what would not run here, and why"),
     "generate-tasks": ("depgpo.tasks.generate_cli", "add_arguments", "run",
                        "write the tiny generated task sets (pool, test_tb20, test_tb21)"),

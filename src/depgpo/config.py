@@ -206,6 +206,8 @@ VALUE_RANGES: dict[str, Range] = {
     "filter.attempts": Range(int, 4, "attempts per candidate task", low=2),
     "filter.val_fraction": Range(float, 0.1, "share of the selected tasks held out", low=0, high=1, high_open=True),
     "eval.rounds": Range(int, 3, "evaluation rounds", low=1),
+    "counterfactual.per_outcome": Range(int, 8, "DepGPO rollouts of each outcome replayed for the credit scores",
+                                        low=0),
     "eval.temperature": Range(float, 1.0, "sampling temperature, 0 greedy", low=0),
     "algorithm.gigpo.omega": Range(float, 1.0, "weight of GiGPO's step advantage", low=0),
     "algorithm.gigpo.gamma": Range(float, 0.95, "GiGPO's discount", low=0, high=1),
@@ -314,13 +316,6 @@ def _shown(value) -> str:
     if isinstance(value, list) or OmegaConf.is_list(value):
         return f"[{', '.join(_shown(item) for item in value)}]"
     return repr(value) if isinstance(value, str) else str(value)
-
-
-@functools.lru_cache(maxsize=16)
-def compose_cached(overrides: tuple[str, ...]) -> DictConfig:
-    """`compose`, once per distinct overrides, for code that needs the config on every call (verl's agent loop
-    and advantage step); treat the result as read-only."""
-    return compose(overrides)
 
 
 def run_name(cfg: DictConfig) -> str:

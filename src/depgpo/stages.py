@@ -232,7 +232,7 @@ def run_rl(args: argparse.Namespace) -> int:
         _gpus_for("rl.backend", "vLLM rollouts, verl's FSDP engine")
         from depgpo.train.verl_trainer import run_verl_rl
 
-        run_verl_rl(cfg, list(args.overrides), args.policy, args.train, args.out)
+        run_verl_rl(cfg, args.policy, args.train, args.out)
         return 0
     if cfg.rl.backend != "local":
         raise SystemExit(f"error: config: rl.backend={cfg.rl.backend!r}; valid: local, verl")

@@ -38,7 +38,7 @@ def test_profile_slurm_dry_run_lists_the_papers_grid():
     assert jobs["rl_job"] == settings * methods + sweep  # one rule, its {run} wildcard
     assert out.count("output: results/paper/qwen3.5-9b/seta/rl/depgpo_beta0.25/seed0/done.json") == 1
     assert jobs["evaluate"] == settings * (1 + methods) + sweep
-    assert jobs["total"] == 76 and jobs["report"] == 1
+    assert jobs["total"] == 77 and jobs["report"] == jobs["counterfactual"] == 1
 
 
 def test_stage_resources_follow_table_5_per_setting():

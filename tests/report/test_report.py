@@ -15,6 +15,7 @@ import pytest
 from depgpo.report.cli import add_arguments, run
 from depgpo.report.load import ResultsTree, Setting
 from depgpo.report.stats import paired_difference, pass_at_1_interval
+from tests.helpers.counterfactuals import write_counterfactuals
 
 # ---------------------------------------------------------------------- test fixture: a synthetic results tree
 
@@ -113,6 +114,7 @@ def build_results(root: Path, offsets: dict[int, list[int]] = ROUND_OFFSET, mult
             write_eval(setting_dir, name, level, {seed: offsets[seed] for seed in seeds(name)})
             if name != "sft":
                 write_rl(setting_dir, name, seeds(name))
+    write_counterfactuals(root / SETA.path / "counterfactual")  # the focal setting's (tests/report/test_scores.py)
     return root
 
 
@@ -120,8 +122,8 @@ def build_multi_seed_results(root: Path) -> Path:
     return build_results(root, MULTI_SEED_OFFSET, MULTI_SEED_RUNS)
 
 
-TABLES = ["table1", "table2", "table6", "table9", "table10", "table11"]
-FIGURES = ["fig1a", "fig1b", "fig1d", "fig5", "fig6"]
+TABLES = ["table1", "table2", "table6", "table9", "table10", "table11", "table_scores"]
+FIGURES = ["fig1a", "fig1b", "fig1d", "fig5", "fig6", "fig_scores"]
 
 
 def report(results: Path, *options: str) -> int:

@@ -93,7 +93,7 @@ def test_registered_agent_loop_emits_turn_spans_and_factors(sft_policy):
                              tokenizer=tokenizer, processor=None, dataset_cls=RLHFDataset,
                              data_config=DictConfigWrap(verl_cfg.data))
     out = asyncio.run(loop.run({"temperature": 1.0, "top_p": 1.0},
-                               extra_info={"task_dir": task_dir, "overrides": overrides, "seed": 11}))
+                               extra_info={"task_dir": task_dir, "seed": 11}))
 
     turn_ids, factors = out.extra_fields["turn_ids"], out.extra_fields["step_factors"]
     assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs) == len(turn_ids)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from depgpo.agent.config import VerlRunSettings, agent_config
 from depgpo.config import compose
 
 pytestmark = pytest.mark.slow
@@ -89,7 +90,7 @@ def loop_outputs(sft_policy):
     for group, task_dir in enumerate(task_dirs):
         for seed in range(3):
             outputs.append(asyncio.run(loop.run({"temperature": 1.0, "top_p": 1.0}, extra_info={
-                "task_dir": task_dir, "overrides": OVERRIDES, "seed": 100 + seed})))
+                "task_dir": task_dir, "seed": 100 + seed})))
             uids.append(f"uid{group}")
     return outputs, uids
 
@@ -142,7 +143,7 @@ def test_agent_loop_extra_fields_give_the_local_trainers_advantages(loop_outputs
 
     outputs, uids = loop_outputs
     cfg = compose([*OVERRIDES, "method=gigpo"])
-    turns = turn_batch_from_extra_fields([o.extra_fields for o in outputs], cfg)
+    turns = turn_batch_from_extra_fields([o.extra_fields for o in outputs], VerlRunSettings.from_config(cfg).gigpo)
     keys = [f"{u}-{i}_0_0" for i, u in enumerate(uids)]
     for estimator in ("depgpo", "gigpo"):
         with turn_batch(turns):
@@ -229,8 +230,7 @@ def test_trainer_subclass_computes_depgpo_advantages_in_verls_advantage_step(loo
     assert trainer_base.TRAINER_REGISTRY[verl_trainer.TRAINER_MODE] is trainer_cls
     trainer = trainer_cls.__new__(trainer_cls)  # the advantage step reads only the config and the store
     cfg = compose([*OVERRIDES, "method=depgpo"])
-    trainer.config = verl_trainer.attach_overrides(compose_verl_config(cfg, policy="/unused"),
-                                                   [*OVERRIDES, "method=depgpo"])
+    trainer.config = compose_verl_config(cfg, policy="/unused")  # our settings ride in it, composed once
     batch_keys = [keys[3], "padding_0_0", keys[0], keys[5], keys[2], keys[4], keys[1]]
     trainer._compute_advantage(KVBatchMeta(keys=batch_keys, tags=[{} for _ in batch_keys], partition_id="train"), {})
 
@@ -272,17 +272,19 @@ def test_run_specific_overrides_compose_into_verls_config_and_its_dataset_reads_
 
     from depgpo.policy.model import load_policy
     from depgpo.train.verl_config import compose_verl_config, validate_verl_config
-    from depgpo.train.verl_trainer import TRAINER_MODE, attach_overrides, run_specific_verl_overrides
+    from depgpo.train.verl_trainer import TRAINER_MODE, run_specific_verl_overrides
 
     _, checkpoint, train = sft_policy
     overrides = ["scale=paper", "model=qwen3.5-9b", "data=seta", "method=depgpo"]
     cfg = compose(overrides)
     assert cfg.rl.backend == "verl"
     verl_cfg = compose_verl_config(cfg, policy=str(checkpoint), n_gpus=8, out_dir=str(tmp_path / "ckpt"),
-                                   extra_overrides=run_specific_verl_overrides(overrides, train, tmp_path))
-    attach_overrides(verl_cfg, overrides)
+                                   extra_overrides=run_specific_verl_overrides(train, tmp_path))
     validate_verl_config(verl_cfg)  # what verl's main_ppo checks before training
-    assert verl_cfg.trainer.v1.trainer_mode == TRAINER_MODE and list(verl_cfg.depgpo.overrides) == overrides
+    assert verl_cfg.trainer.v1.trainer_mode == TRAINER_MODE
+    settings = VerlRunSettings.from_verl_config(verl_cfg)  # composed once, with verl's config: typed, plain data
+    assert settings == VerlRunSettings.from_config(cfg) and settings.gigpo == dict(cfg.algorithm.gigpo)
+    assert settings.agent_config() == agent_config(cfg, credit=True)
     assert verl_cfg.trainer.total_epochs >= verl_cfg.trainer.total_training_steps  # the update count stops the run
     loops = OmegaConf.load(verl_cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
     assert loops[0].name == verl_cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "depgpo_terminal"
@@ -293,7 +295,7 @@ def test_run_specific_overrides_compose_into_verls_config_and_its_dataset_reads_
     assert len(dataset) == len(task_dirs)
     row = dataset[0]
     assert row["extra_info"]["task_dir"] == str(Path(task_dirs[0]).resolve())
-    assert list(row["extra_info"]["overrides"]) == overrides and row["agent_name"] == "depgpo_terminal"
+    assert "overrides" not in row["extra_info"] and row["agent_name"] == "depgpo_terminal"
 
 
 def test_verl_backend_without_gpus_says_what_to_use(sft_policy, tmp_path):
@@ -305,5 +307,5 @@ def test_verl_backend_without_gpus_says_what_to_use(sft_policy, tmp_path):
         pytest.skip("this machine has a GPU")
     _, checkpoint, train = sft_policy
     with pytest.raises(RuntimeError, match="rl.backend=local"):
-        run_verl_rl(compose(["scale=paper"]), ["scale=paper"], checkpoint, train, tmp_path)
+        run_verl_rl(compose(["scale=paper"]), checkpoint, train, tmp_path)
     assert not (tmp_path / "done.json").exists()

@@ -47,7 +47,7 @@ def rollout_batch(served, tmp_path_factory):
     from depgpo.train.verl_trainer import write_dataset
 
     servers, checkpoint, train = served
-    parquet = write_dataset(task_dirs(train), OVERRIDES, tmp_path_factory.mktemp("data") / "train.parquet")
+    parquet = write_dataset(task_dirs(train), tmp_path_factory.mktemp("data") / "train.parquet")
     dataset = RLHFDataset(data_files=[str(parquet)], tokenizer=servers.tokenizer, config=servers.verl_cfg.data)
     batch = DataProto.from_single_dict(collate_fn([dataset[i] for i in range(len(dataset))]))
     batch.non_tensor_batch["uid"] = np.array([f"task{i}" for i in range(len(batch))], dtype=object)

@@ -8,6 +8,7 @@ rule report:
         controls=[f"{R}/{FOCAL}/rl/{run}/seed{seed}/done.json" for run in CONTROLS for seed in SEEDS_OF[run]],
         filters=expand(f"{R}/{{setting}}/filter/filter.json", setting=SETTINGS),
         references=expand(f"{R}/{{setting}}/sft/reference_credit.json", setting=SETTINGS),
+        counterfactual=[f"{R}/{FOCAL}/counterfactual/{SCORED_RUN}.jsonl"] if SCORES else [],
     output:
         f"{R}/report/index.md",
     log:

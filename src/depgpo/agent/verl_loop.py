@@ -20,8 +20,8 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.workers.rollout.replica import TokenOutput
 
+from depgpo.agent.config import VerlRunSettings
 from depgpo.agent.loop import run_rollout
-from depgpo.config import compose_cached
 from depgpo.policy.generate import Policy
 
 AGENT_LOOP_NAME = "depgpo_terminal"
@@ -62,20 +62,21 @@ class HFServerManager:
 @register(AGENT_LOOP_NAME)
 class TerminalAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        from depgpo.agent.config import agent_config
         from depgpo.tasks import load_task
 
         extra = kwargs.get("extra_info") or {}
         if "task_dir" not in extra:
             raise ValueError(f"{AGENT_LOOP_NAME}: the data set row needs extra_info.task_dir (a task directory); "
                              f"got extra_info keys {sorted(extra)}")
-        cfg = compose_cached(tuple(extra.get("overrides", ())))
+        if not hasattr(self, "_settings"):  # read once per loop from verl's config, where they were composed
+            settings = VerlRunSettings.from_verl_config(self.config)
+            self._settings, self._agent_config = settings, settings.agent_config()
         task = load_task(extra["task_dir"])
         policy = ServerPolicy(self.server_manager, self.tokenizer, sampling_params, asyncio.get_running_loop(),
-                              cfg.agent.max_turn_tokens, cfg.agent.observation_chars)
+                              self._settings.agent["max_turn_tokens"], self._settings.agent["observation_chars"])
         seed = int(extra.get("seed", uuid.uuid4().int % 2**31))
         rollout = await asyncio.get_running_loop().run_in_executor(
-            None, run_rollout, policy, task, agent_config(cfg, credit=True), seed)
+            None, run_rollout, policy, task, self._agent_config, seed)
         return AgentLoopOutput(
             prompt_ids=rollout.prompt_ids, response_ids=rollout.response_ids, response_mask=rollout.response_mask,
             response_logprobs=rollout.old_logprobs, reward_score=rollout.reward, num_turns=rollout.num_turns,

@@ -145,3 +145,54 @@ def _named(name: str, error: Exception) -> str:
 def _bad(args: argparse.Namespace, message: str) -> int:
     print(f"depgpo {args.command}: error: {message}", file=sys.stderr, flush=True)
     return BAD_INPUT
+
+
+def add_counterfactual_sample(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sources", nargs="+", metavar="ROLLOUTS|key=value",
+                        help="an RL run's seed directory (rl/{run}/seed{s}), a run directory, or its "
+                             "trajectories/update*.jsonl files; or a config key=value (scale=tiny, agent.workers=2)")
+    parser.set_defaults(_positionals="sources")
+    parser.add_argument("--per-outcome", type=int, required=True,
+                        help="rollouts drawn of each outcome (reward > 0, and the rest)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="FILE.jsonl for the counterfactual objects; the replays are kept in FILE/NNN/")
+    parser.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds per command (default: the config's agent.command_timeout_s, the limit the "
+                             "rollouts ran under)")
+
+
+def run_counterfactual_sample(args: argparse.Namespace) -> int:
+    """Counterfactuals of a sample of logged rollouts (depgpo.replay.sample). A rollout that cannot be replayed is
+    said on stderr and the rest still written; the exit code is 2 only when none could be."""
+    from depgpo.agent.config import agent_config
+    from depgpo.config import compose
+    from depgpo.replay.sample import SampleError, run_sample
+
+    if args.per_outcome < 0:
+        return _bad(args, f"--per-outcome {args.per_outcome}: must be 0 or more")
+    paths = [Path(item) for item in args.sources if not (_OVERRIDE.match(item) and not Path(item).exists())]
+    overrides = [item for item in args.sources if _OVERRIDE.match(item) and not Path(item).exists()]
+    if args.timeout is not None:
+        overrides.append(f"agent.command_timeout_s={args.timeout}")
+    try:
+        agent = agent_config(compose(overrides), credit=True)
+    except Exception as error:  # Hydra's own message names the key and the valid options
+        return _bad(args, f"config: {' '.join(str(error).split())}; set a key as key=value, e.g. agent.workers=2")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    failures: list[str] = []
+
+    def report(line: str) -> None:
+        failures.append(line)
+        _bad(args, line)
+
+    try:
+        written = run_sample(paths, args.per_outcome, args.seed, args.out, agent.episode, agent.credit,
+                             agent.workers, report)
+    except SampleError as error:
+        return _bad(args, str(error))
+    print(f"{args.out}: {written} counterfactual results ({len(failures)} problems said above)", flush=True)
+    # An empty draw (no logged rollout with commands) is an empty sample, not an error; drawn rollouts of which
+    # none could be replayed are.
+    replay_failed = [line for line in failures if ": not replayed: " in line]
+    return BAD_INPUT if replay_failed and not written else 0

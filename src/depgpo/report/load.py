@@ -25,6 +25,7 @@ PRODUCERS = {
     "rl": "rule `rl_{run}` (`depgpo rl`)",
     "filter": "rule `filter` (`depgpo filter`)",
     "reference": "rule `sft_data` (`depgpo sft-data --reference`)",
+    "counterfactual": "rule `counterfactual` (`depgpo counterfactual-sample`)",
 }
 STAGE_DIRS = ("sft", "filter", "rl", "eval")
 

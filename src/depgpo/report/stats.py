@@ -52,18 +52,28 @@ class Interval:
 
 def cluster_bootstrap(tasks: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:
     """The mean of `values` and the percentile interval of that mean over resamples of the tasks (the clusters)."""
-    if len(values) == 0:
+    return cluster_ratio_bootstrap(tasks, values, np.ones(len(values)))
+
+
+def cluster_ratio_bootstrap(tasks: np.ndarray, numerators: np.ndarray,
+                            denominators: np.ndarray) -> tuple[float, float, float]:
+    """sum(numerators) / sum(denominators) and its percentile interval over resamples of the tasks (the clusters):
+    a precision (true positives over positives), an AUROC (wins over pairs), a share of mass. A resample whose
+    denominator is 0 has no value and is left out; NaN when the point itself has a zero denominator."""
+    numerators, denominators = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    if len(numerators) == 0 or denominators.sum() == 0:
         return math.nan, math.nan, math.nan
     _, cluster = np.unique(tasks, return_inverse=True)
-    sums, counts = np.bincount(cluster, weights=values), np.bincount(cluster)
-    mean = float(values.mean())
+    sums, counts = np.bincount(cluster, weights=numerators), np.bincount(cluster, weights=denominators)
+    point = float(numerators.sum() / denominators.sum())
     if len(sums) < 2:
-        return mean, math.nan, math.nan
+        return point, math.nan, math.nan
     draws = np.random.default_rng(RNG_SEED).integers(0, len(sums), size=(RESAMPLES, len(sums)))
-    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    drawn = counts[draws].sum(axis=1)
+    ratios = sums[draws].sum(axis=1)[drawn > 0] / drawn[drawn > 0]
     tail = 100 * (1 - LEVEL) / 2
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return mean, float(low), float(high)
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return point, float(low), float(high)
 
 
 def pass_at_1_interval(units: pd.DataFrame) -> Interval:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 
 VERL_FILTER_METRICS = {"reward": "seq_final_reward"}  # our name -> verl's (DAPO's dynamic sampling)
@@ -102,14 +102,19 @@ def hydra_value(value) -> str:
 
 
 def compose_verl_config(cfg: DictConfig, extra_overrides: list[str] = (), **kwargs) -> DictConfig:
-    """verl's `ppo_trainer` config with `verl_overrides(cfg, **kwargs)` and then `extra_overrides`; Hydra raises on
-    any key verl does not have."""
+    """verl's `ppo_trainer` config with `verl_overrides(cfg, **kwargs)` and then `extra_overrides` (Hydra raises on
+    any key verl does not have), and our own settings under `depgpo` (depgpo.agent.config.VerlRunSettings)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from depgpo.agent.config import VerlRunSettings
+
     GlobalHydra.instance().clear()  # our own config may have been composed in this process already
     with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-        return compose(config_name="ppo_trainer", overrides=[*verl_overrides(cfg, **kwargs), *extra_overrides])
+        verl_cfg = compose(config_name="ppo_trainer", overrides=[*verl_overrides(cfg, **kwargs), *extra_overrides])
+    # Our settings as data beside verl's own keys (no Hydra grammar, so no override can clash with verl's schema).
+    OmegaConf.update(verl_cfg, VerlRunSettings.KEY, VerlRunSettings.from_config(cfg).to_mapping(), force_add=True)
+    return verl_cfg
 
 
 def validate_verl_config(verl_cfg: DictConfig) -> None:

@@ -29,9 +29,9 @@ from depgpo.algos.verl_registry import TurnBatch, turn_batch
 TRAINER_MODE = "depgpo_sync"
 
 
-def turn_batch_from_extra_fields(extra_fields: list[dict], cfg: DictConfig) -> TurnBatch:
+def turn_batch_from_extra_fields(extra_fields: list[dict], gigpo: dict) -> TurnBatch:
     """The estimator's per-trajectory turn data from the agent loop's extra fields (one dict per row, in the
-    batch's row order); `cfg` (our composed config) gives GiGPO's hyperparameters."""
+    batch's row order), with GiGPO's hyperparameters."""
     missing = [i for i, extra in enumerate(extra_fields) if "turn_ids" not in extra]
     if missing:
         raise ValueError(f"rows {missing[:5]} have no extra_fields.turn_ids: the rollouts did not come from the "
@@ -39,7 +39,7 @@ def turn_batch_from_extra_fields(extra_fields: list[dict], cfg: DictConfig) -> T
     return TurnBatch(turn_ids=[list(e["turn_ids"]) for e in extra_fields],
                      step_factors=[list(e.get("step_factors") or []) for e in extra_fields],
                      anchor_keys=[list(e.get("anchor_keys") or []) for e in extra_fields],
-                     gigpo=dict(OmegaConf.to_container(cfg.algorithm.gigpo)))
+                     gigpo=dict(gigpo))
 
 
 def _register_trainer():
@@ -51,7 +51,7 @@ def _register_trainer():
     if TRAINER_MODE in TRAINER_REGISTRY:
         return TRAINER_REGISTRY[TRAINER_MODE]
 
-    from depgpo.config import compose_cached
+    from depgpo.agent.config import VerlRunSettings
 
     @register_trainer(TRAINER_MODE)
     class DepGPOTrainerSync(PPOTrainerSync):
@@ -70,15 +70,16 @@ def _register_trainer():
                 return super()._compute_advantage(batch, metrics)
             data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
             extra_fields = data.pop("extra_fields").tolist()  # rows in batch.keys order, as verl's own fetch
-            ours = compose_cached(tuple(self.config.depgpo.overrides))
-            with turn_batch(turn_batch_from_extra_fields(extra_fields, ours)):
+            gigpo = VerlRunSettings.from_verl_config(self.config).gigpo
+            with turn_batch(turn_batch_from_extra_fields(extra_fields, gigpo)):
                 return super()._compute_advantage(batch, metrics)
 
     return DepGPOTrainerSync
 
 
-def write_dataset(task_dirs: list[Path], overrides: list[str], path: Path) -> Path:
-    """verl's RL data set (Parquet): one row per training task; the agent loop reads extra_info."""
+def write_dataset(task_dirs: list[Path], path: Path) -> Path:
+    """verl's RL data set (Parquet): one row per training task; the agent loop reads extra_info.task_dir (the run's
+    settings travel in verl's config, VerlRunSettings)."""
     import pandas as pd
 
     from depgpo.tasks import load_task
@@ -88,8 +89,7 @@ def write_dataset(task_dirs: list[Path], overrides: list[str], path: Path) -> Pa
         task = load_task(task_dir)
         rows.append({"data_source": "depgpo", "agent_name": "depgpo_terminal",
                      "prompt": [{"role": "user", "content": task.instruction}],
-                     "extra_info": {"index": index, "task_dir": str(Path(task_dir).resolve()),
-                                    "overrides": list(overrides)}})
+                     "extra_info": {"index": index, "task_dir": str(Path(task_dir).resolve())}})
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(path)
     return path
@@ -98,24 +98,18 @@ def write_dataset(task_dirs: list[Path], overrides: list[str], path: Path) -> Pa
 AGENT_LOOPS_YAML = "- name: depgpo_terminal\n  _target_: depgpo.agent.verl_loop.TerminalAgentLoop\n"
 
 
-def run_specific_verl_overrides(overrides: list[str], train: Path, out_dir: Path) -> list[str]:
+def run_specific_verl_overrides(train: Path, out_dir: Path) -> list[str]:
     """The overrides of verl's config that one run adds to `verl_overrides(cfg)`: its data set, the agent-loop
     registry file (both written into `out_dir/verl`) and this trainer."""
     from depgpo.tasks import task_dirs
 
-    data = write_dataset(task_dirs(train), overrides, out_dir / "verl" / "train.parquet")
+    data = write_dataset(task_dirs(train), out_dir / "verl" / "train.parquet")
     loops = out_dir / "verl" / "agent_loops.yaml"
     loops.write_text(AGENT_LOOPS_YAML)
     return [f"data.train_files={data}", f"data.val_files={data}",
             "trainer.val_before_train=false",  # evaluation is its own stage (depgpo evaluate, three rounds)
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}",
             f"trainer.v1.trainer_mode={TRAINER_MODE}"]
-
-
-def attach_overrides(verl_cfg: DictConfig, overrides: list[str]) -> DictConfig:
-    """Our own overrides under `depgpo.overrides` in verl's config, for the trainer (set as data: no Hydra grammar)."""
-    OmegaConf.update(verl_cfg, "depgpo.overrides", list(overrides), force_add=True)
-    return verl_cfg
 
 
 def export_policy(checkpoints: Path, target: Path) -> Path:
@@ -130,7 +124,7 @@ def export_policy(checkpoints: Path, target: Path) -> Path:
     return target
 
 
-def run_verl_rl(cfg: DictConfig, overrides: list[str], policy: Path, train: Path, out_dir: Path) -> None:
+def run_verl_rl(cfg: DictConfig, policy: Path, train: Path, out_dir: Path) -> None:
     """Train one RL run with verl on this node's GPUs; done.json marks it finished (as the local trainer does)."""
     import ray
     import torch
@@ -147,8 +141,7 @@ def run_verl_rl(cfg: DictConfig, overrides: list[str], policy: Path, train: Path
         raise RuntimeError("rl.backend=verl needs GPUs (vLLM rollouts); on CPU use rl.backend=local")
     verl_cfg = compose_verl_config(cfg, policy=str(Path(policy).resolve()), n_gpus=n_gpus,
                                    out_dir=str((out_dir / "verl" / "checkpoints").resolve()),
-                                   extra_overrides=run_specific_verl_overrides(overrides, train, out_dir))
-    attach_overrides(verl_cfg, overrides)
+                                   extra_overrides=run_specific_verl_overrides(train, out_dir))
     auto_set_device(verl_cfg)  # what verl's main_ppo.main does before run_ppo
     validate_verl_config(verl_cfg)
 
