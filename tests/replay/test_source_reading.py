@@ -1,5 +1,6 @@
 """Reading a SOURCE into the commands to replay (depgpo.replay.source), without a sandbox: which commands, which
-turns, what the log holds that a replay cannot redo, and that any shape raises only ValueError naming the file."""
+turns, what the log holds that a replay cannot redo, that any shape raises only ValueError naming the file, and
+which differences between a logged and a replayed observation count."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from depgpo.replay.run import same_observation
 from depgpo.replay.source import SourceError, read_sources
 from tests.helpers import DATA
 
@@ -134,3 +136,14 @@ def test_a_hand_edited_trajectory_is_named_by_field(tmp_path, changes, expected)
                                 **changes}))
     with pytest.raises(SourceError, match=re.escape(f"{path}: {expected}")):
         read_sources(path)
+
+
+def test_listing_times_are_set_aside_but_what_a_listing_shows_of_the_files_is_not():
+    logged = ("total 4\ndrwxr-xr-x  2 root root   60 Oct 31 09:59 .\n"
+              "-rw-r--r--  1 root root   31 Mar  3  2025 rows.csv\n"
+              "-rw-r--r--  1 root root    2 2025-10-31 09:59:58.123456789 +0000 count.txt\n")
+    later = logged.replace("Oct 31 09:59", "Dec  4 21:16").replace("Mar  3  2025", "Dec  4 21:16") \
+        .replace("2025-10-31 09:59:58.123456789 +0000", "2026-12-04 21:16:01.000000000 +0000")
+    assert same_observation(logged, later)
+    assert not same_observation(logged, later.replace(" 31 Dec", " 32 Dec"))  # rows.csv's size changed
+    assert not same_observation(logged, later.replace("rows.csv", "rows.tsv"))

@@ -19,6 +19,10 @@ from depgpo.tasks import Task
 
 DIVERGENT_SHARE = 0.5  # above this share of differing observations a replay is reported as diverging
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\r")
+# A listing's times (`ls -l`'s "Dec  4 21:16" or "Mar  3  2025", ISO stamps): the replay runs at another time, in an
+# episode whose directories were made when it started; what fidelity asks is whether the environment's state came back.
+_CLOCK = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} +(?:\d{1,2}:\d{2}|\d{4})\b"
+                    r"|\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?: ?[+-]\d{2}:?\d{2}|Z)?")
 _EXIT_LINE = re.compile(r"(?im)^\W*exit(?:[ _]?code|[ _]status)\W*-?\d{1,9}\W*$|<returncode>\s*-?\d+\s*</returncode>")
 
 
@@ -88,15 +92,16 @@ def fidelity(source: ReplaySource, trajectory: dict) -> dict:
 
 
 def same_observation(logged: str, replayed: str, pane: bool = False) -> bool:
-    """Equal once terminal escapes, carriage returns, printed exit codes and trailing blanks are set aside; or the
-    logged text (a pane, a tool result with a header) contains the whole replayed output. A pane shows the prompt
-    and the typed command whatever the output, so a command that printed nothing matches any pane."""
+    """Equal once terminal escapes, carriage returns, printed exit codes, listing times and trailing blanks are set
+    aside; or the logged text (a pane, a tool result with a header) contains the whole replayed output. A pane shows
+    the prompt and the typed command whatever the output, so a command that printed nothing matches any pane."""
     a, b = _normal(logged), _normal(replayed)
     return a == b or (bool(b) and b in a) or (pane and not b)
 
 
 def _normal(text: str) -> str:
-    lines = [line.rstrip() for line in _EXIT_LINE.sub("", _ANSI.sub("", text or "")).splitlines()]
+    text = _CLOCK.sub("<time>", _EXIT_LINE.sub("", _ANSI.sub("", text or "")))
+    lines = [line.rstrip() for line in text.splitlines()]
     return "\n".join(lines).strip("\n")
 
 
