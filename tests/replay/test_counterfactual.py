@@ -143,3 +143,49 @@ def test_a_reward_that_changes_between_identical_replays_is_said(tmp_path, monke
     assert (result["reward"], result["reward_repeat"], result["reproducible"]) == (1.0, 0.0, False)
     (line,) = lines
     assert line.startswith(f"{listing}: the replay's reward is not reproducible (1.0 then 0.0 for the same commands)")
+
+
+def test_a_removal_budget_removes_the_credited_commands_and_a_weighted_sample_of_the_rest(tmp_path):
+    # script-run's five commands and two more looks, under a budget of 4: every credited command (at least gen.sh
+    # written, run, the deletion) is removed, and max(4 - credited, ceil(4 / 2)) = 2 of the others, each weighing
+    # others / 2; the rest get no label.
+    name, files, test_py, commands, expected = TASKS[2]
+    task_dir = make_harbor_task(tmp_path, name, instruction=f"Task {name}.", test_py=test_py, files=files)
+    listing = tmp_path / "commands.json"
+    listing.write_text(json.dumps(commands + ["echo one more look", "true"]))
+    proc = subprocess.run([sys.executable, "-m", "depgpo", "counterfactual", str(listing), "--task", str(task_dir),
+                           "--format", "json", "--timeout", "20", "--removals", "4", "--seed", "3",
+                           "--out", str(tmp_path / "out"), "agent.workers=2"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    credited = set(result["credited"])
+    assert credited >= {0, 2, 3}
+    others = [k for k in range(7) if k not in credited]
+    removed = {c["index"] for c in result["commands"] if c["necessary"] is not None}
+    assert credited <= removed and len(removed - credited) == 2
+    assert result["removal_sample"] == {"others": len(others), "drawn": 2}
+    for c in result["commands"]:
+        weight = 1.0 if c["index"] in credited else len(others) / 2 if c["index"] in removed else 0.0
+        assert c["weight"] == weight
+        if c["index"] in removed:
+            assert c["necessary"] == (expected + [False, False])[c["index"]]
+        else:
+            assert c["reward_without"] is None
+    assert result["cost"]["replays"] == 2 + len(removed) + 1
+
+    # The report's scores read it: the sampled trajectory counts, weighted.
+    from depgpo.report.scores import read_counterfactuals, score_frame, weightings
+    path = tmp_path / "scores.jsonl"
+    path.write_text(proc.stdout)
+    (read,) = read_counterfactuals(path)
+    assert read.removal_sample == (len(others), 2)
+    frame = score_frame([read], weightings())
+    depgpo = frame[frame.weighting == "depgpo"].iloc[0]
+    assert depgpo.precision_num == 3 and depgpo.precision_den == len(credited) and depgpo.mass_den == 0
+
+
+def test_a_removal_budget_below_1_is_refused_before_any_replay(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "depgpo", "counterfactual", str(tmp_path / "x.json"), "--task",
+                           str(tmp_path), "--removals", "0"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--removals 0: must be at least 1" in proc.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from depgpo.report.load import BadInput
@@ -222,3 +223,47 @@ def test_a_sample_of_successes_only_has_no_failure_columns(tmp_path):
     table = table_scores(ResultsTree(results), SETA)
     assert {outcome for outcome, _ in table.cells.columns} == {"Successes (necessary)"}
     assert set(table.numbers.outcome) == {"success"}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_removal_budget_estimates_the_counts_of_removing_every_command_without_bias(seed):
+    # A trajectory of 9 commands, 2 credited; a budget of 5 removes the 2 and draws 3 of the 7 others. Averaged
+    # over every draw the budget can make, each weighted count equals the count of removing all 9 (mass aside).
+    import itertools
+
+    from depgpo.replay.counterfactual import removal_weights
+
+    rng = np.random.default_rng(seed)
+    scores = [0.0] * 9
+    credited = (2, 6)
+    for k in credited:
+        scores[k] = float(rng.uniform(0.1, 1.0))
+    labelled = [bool(b) for b in rng.integers(0, 2, 9)]
+    turns = list(range(9))
+    full = trajectory_counts(scores, [1.0] * 9, turns, labelled)
+    others = [k for k in range(9) if k not in credited]
+    weights = removal_weights(9, credited, 5, seed)
+    assert [weights[k] for k in credited] == [1.0, 1.0]
+    assert sorted(w for k, w in enumerate(weights) if k not in credited) == [0.0] * 4 + [7 / 3] * 3
+
+    draws = list(itertools.combinations(others, 3))
+    mean = {key: 0.0 for key in full}
+    for drawn in draws:
+        w = [1.0 if k in credited else 7 / 3 if k in drawn else 0.0 for k in range(9)]
+        counts = trajectory_counts(scores, [1.0] * 9, turns, labelled, w, (7, 3))
+        for key in mean:
+            mean[key] += counts[key] / len(draws)
+    for key in ("precision_num", "precision_den", "recall_num", "recall_den", "auroc_num", "auroc_den"):
+        assert mean[key] == pytest.approx(full[key]), key
+    assert mean["mass_den"] == 0  # a sampled trajectory has no mass: not every turn's label is known
+
+
+def test_a_trajectory_within_the_budget_removes_every_command_and_the_draw_follows_the_seed():
+    from depgpo.replay.counterfactual import removal_weights
+
+    assert removal_weights(4, (1,), 5, 0) == [1.0] * 4 and removal_weights(4, (1,), None, 0) == [1.0] * 4
+    assert removal_weights(20, (3,), 6, 1) == removal_weights(20, (3,), 6, 1)
+    assert removal_weights(20, (3,), 6, 1) != removal_weights(20, (3,), 6, 2)
+    # More credited commands than the budget: all of them, and still half the budget drawn from the others.
+    many = removal_weights(12, (0, 1, 2, 3, 4, 5), 4, 0)
+    assert many[:6] == [1.0] * 6 and sum(w > 0 for w in many[6:]) == 2

@@ -30,6 +30,10 @@ def add_counterfactual(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="a table per trajectory, or one JSON object per trajectory and line")
     parser.add_argument("--out", type=Path, default=None, help="keep the replay (a) of each trajectory here")
+    parser.add_argument("--removals", type=int, default=None, metavar="N",
+                        help="at most N replays without one command for a trajectory longer than N: every credited "
+                             "command and a seeded sample of the others, each weighted (default: every command)")
+    parser.add_argument("--seed", type=int, default=0, help="the seed of the --removals sample (default 0)")
 
 
 def _common(parser: argparse.ArgumentParser, what: str) -> None:
@@ -79,6 +83,8 @@ def run_counterfactual(args: argparse.Namespace) -> int:
     from depgpo.replay.counterfactual import counterfactual, format_table
     from depgpo.replay.run import ReplayError
 
+    if args.removals is not None and args.removals < 1:
+        return _bad(args, f"--removals {args.removals}: must be at least 1 (leave it out to remove every command)")
     agent, sources, status = _prepare(args)
     if agent is None:
         return status
@@ -87,7 +93,8 @@ def run_counterfactual(args: argparse.Namespace) -> int:
         out = None if args.out is None else args.out / f"{number:03d}" if many else args.out
         try:
             _task(args)
-            result, lines = counterfactual(source, args.task, agent.episode, agent.credit, agent.workers, out)
+            result, lines = counterfactual(source, args.task, agent.episode, agent.credit, agent.workers, out,
+                                           args.removals, args.seed)
         except (ReplayError, ValueError) as error:
             status = _bad(args, _named(source.name, error))
             continue

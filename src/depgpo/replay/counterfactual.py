@@ -3,7 +3,10 @@
 The plan, each a replay from the task's initial state (run.run_commands), side by side (`agent.workers`):
   (a) the commands as they are: the reward, and the traced trajectory whose credit is checked; run a second time
       beside the others, to say whether the reward is reproducible at all;
-  (b) without each command in turn: a command is *necessary* when removing it lowers the reward;
+  (b) without each command in turn: a command is *necessary* when removing it lowers the reward. With a removal
+      budget (`removals`), a longer trajectory gets (b) for every credited command and a seeded uniform sample of
+      the others; each command carries its `weight`, the inverse of its chance of being removed (0: not removed, no
+      label), so the scores stay unbiased for every weighting;
   (c) only the commands DepGPO credits (q > 0): the credit is *sufficient* when this earns (a)'s reward;
   (d) for each credited read (info > 0), all commands in the task drawn with other values for what the read
       showed (perturb.py): a lower reward says the outcome depended on what the agent saw. Where the task cannot be
@@ -16,6 +19,8 @@ it directly (docs/replay.md).
 
 from __future__ import annotations
 
+import math
+import random
 import tempfile
 import time
 from dataclasses import dataclass
@@ -38,14 +43,31 @@ class Variant:
     task_dir: Path | None = None  # perturbed: the redrawn task
 
 
-def plan(trajectory: dict, credit, work: Path) -> tuple[list[Variant], dict[int, str]]:
-    """The replays (b)-(d) of a replayed trajectory with its credit; and per credited read what (d) changes."""
+def removal_weights(n: int, credited: tuple[int, ...], removals: int | None, seed: int) -> list[float]:
+    """Per command, the inverse of its chance of a (b) replay; 0 where it gets none. Every command when there is no
+    budget or the trajectory fits in it; else every credited one and a uniform sample of the others, of
+    `removals` minus the credited (at least half the budget, so that recall and AUROC keep pairs)."""
+    if removals is None or n <= removals:
+        return [1.0] * n
+    rest = [k for k in range(n) if k not in credited]
+    drawn = random.Random(seed).sample(rest, min(len(rest), max(removals - len(credited), math.ceil(removals / 2))))
+    weights = [1.0 if k in credited else 0.0 for k in range(n)]
+    for k in drawn:
+        weights[k] = len(rest) / len(drawn)
+    return weights
+
+
+def plan(trajectory: dict, credit, work: Path, removals: int | None = None,
+         seed: int = 0) -> tuple[list[Variant], dict[int, str], list[float]]:
+    """The replays (b)-(d) of a replayed trajectory with its credit; per credited read what (d) changes; and each
+    command's removal weight (removal_weights)."""
     n = len(trajectory["commands"])
     every = tuple(range(n))
+    credited = tuple(c.index for c in credit.commands if c.q > 0)
+    weights = removal_weights(n, credited, removals, seed)
     # (a) once more: a reward that changes between two identical replays makes every necessity below unreliable.
     variants = [Variant("repeat", every)]
-    variants += [Variant("without", tuple(i for i in every if i != k), k) for k in every]
-    credited = tuple(c.index for c in credit.commands if c.q > 0)
+    variants += [Variant("without", tuple(i for i in every if i != k), k) for k in every if weights[k] > 0]
     variants.append(Variant("credited", credited))
     notes: dict[int, str] = {}
     task_dir = Path(trajectory["task"]["path"])
@@ -56,20 +78,22 @@ def plan(trajectory: dict, credit, work: Path) -> tuple[list[Variant], dict[int,
             if mapping is not None:
                 redrawn = perturb.perturbed_task(task_dir, mapping, work / f"perturbed-{command.index}" / task_dir.name)
                 variants.append(Variant("perturbed", every, command.index, redrawn))
-    return variants, notes
+    return variants, notes, weights
 
 
 def counterfactual(source: ReplaySource, task_dir: Path, episode: EpisodeConfig, credit_config: CreditConfig,
-                   workers: int, out_dir: Path | None = None) -> tuple[dict, list[str]]:
+                   workers: int, out_dir: Path | None = None, removals: int | None = None,
+                   seed: int = 0) -> tuple[dict, list[str]]:
     """The counterfactual object of one source, and the lines to tell the user (hung commands, divergence).
-    Raises ReplayError (from run.check_replayable) when it cannot be replayed at all."""
+    `removals`: the budget of (b) replays for a long trajectory (removal_weights). Raises ReplayError (from
+    run.check_replayable) when it cannot be replayed at all."""
     started = time.monotonic()
     task = load_task(task_dir)
     with tempfile.TemporaryDirectory(prefix="depgpo-counterfactual-") as scratch:
         work = Path(scratch)
         full = replay(source, task, episode, out_dir or work / "replay")
         credit = credit_with_fallback(full, credit_config, full.get("num_turns"))
-        variants, notes = plan(full, credit, work)
+        variants, notes, weights = plan(full, credit, work, removals, seed)
         texts = [c["text"] for c in full["commands"]]
         turns = [c["turn"] for c in full["commands"]]
 
@@ -80,7 +104,7 @@ def counterfactual(source: ReplaySource, task_dir: Path, episode: EpisodeConfig,
             return result["verifier"]["reward"]
 
         rewards = list(map_in_threads(run, variants, workers))
-    result = _result(source, full, credit, variants, rewards, notes, time.monotonic() - started)
+    result = _result(source, full, credit, variants, rewards, notes, weights, time.monotonic() - started)
     lines = problems(source, full, episode.command_timeout_s)
     if not result["reproducible"]:
         lines.append(f"{source.name}: the replay's reward is not reproducible ({result['reward']} then "
@@ -92,7 +116,7 @@ def counterfactual(source: ReplaySource, task_dir: Path, episode: EpisodeConfig,
 
 
 def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], rewards: list, notes: dict,
-            seconds: float) -> dict:
+            weights: list[float], seconds: float) -> dict:
     reward = full["verifier"]["reward"]
     without = {v.index: r for v, r in zip(variants, rewards) if v.kind == "without"}
     perturbed = {v.index: r for v, r in zip(variants, rewards) if v.kind == "perturbed"}
@@ -109,7 +133,8 @@ def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], r
             "text": record["text"], "credit": c.q if c else 0.0, "role": c.role if c else None,
             "direct": c.direct if c else 0.0, "indirect": c.indirect if c else 0.0, "info": c.info if c else 0.0,
             "is_write": c.is_write if c else None,
-            "reward_without": without[k], "necessary": _lower(without[k], reward),
+            "reward_without": without.get(k), "necessary": _lower(without[k], reward) if k in without else None,
+            "weight": weights[k],
             "credited_read": read, "reward_perturbed": perturbed.get(k) if read else None,
             "perturbation": notes.get(k) if read else None,
         })
@@ -121,9 +146,16 @@ def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], r
         "credit_fallback": credit.fallback, "turn_credit": credit.turn_credit, "step_factors": credit.step_factors,
         "commands": commands, "fidelity": full["replay"]["fidelity"],
         "unreplayable": full["replay"]["unreplayable"],
+        "removal_sample": _sample_sizes(weights),
         "cost": {"replays": 1 + len(variants), "seconds": round(seconds, 3),
                  "seconds_per_command": round(seconds / max(1, len(commands)), 3)},
     }
+
+
+def _sample_sizes(weights: list[float]) -> dict | None:
+    """(others, drawn) of a --removals sample; None when every command was removed."""
+    drawn = [w for w in weights if w not in (0.0, 1.0)]  # every drawn one weighs others/drawn > 1
+    return {"others": round(drawn[0] * len(drawn)), "drawn": len(drawn)} if drawn else None
 
 
 def _lower(value: float | None, reference: float | None) -> bool:
@@ -140,7 +172,8 @@ def format_table(result: dict) -> str:
         perturbed = "-" if not c["credited_read"] else "n/a" if c["reward_perturbed"] is None \
             else f"{c['reward_perturbed']:g}"
         first = (c["text"].splitlines() or [""])[0][:60]
-        lines.append(f"{c['index']:>3} {c['credit']:>6.3f} {c['reward_without']:>7g} {str(c['necessary']):>9} "
+        without = "-" if c["necessary"] is None else f"{c['reward_without']:g}"
+        lines.append(f"{c['index']:>3} {c['credit']:>6.3f} {without:>7} {str(c['necessary']):>9} "
                      f"{perturbed:>9}  {first}")
     for item in result["unreplayable"]:
         lines.append(f"    not replayed (turn {item['turn']}, {item['kind']}): {item['detail']}")

@@ -28,6 +28,11 @@ pooled. Per weighting and outcome:
 each a ratio of sums over the trajectories, with a 95% interval from the cluster bootstrap that resamples tasks
 (report.stats.cluster_ratio_bootstrap): a task brings all its trajectories' commands along. Trajectories whose
 replay was not reproducible are left out (their necessity is not reliable) and counted.
+
+A trajectory replayed under a removal budget (`depgpo counterfactual --removals N`) labels only the commands it
+removed; each carries `weight`, the inverse of its chance of removal (0: no label). Every count is weighted by it
+(a pair by the product of its two), so the ratios estimate what removing every command would give; the mass needs
+every turn's label and counts only trajectories whose commands were all removed.
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ class Counterfactual:
     commands: list[dict]  # index, turn, necessary, reward_without
     trajectory: dict  # the kept replay (a)
     gigpo_group: dict | None = None  # counterfactual-sample: the logged group's anchor_keys, rewards, member
+    removal_sample: tuple[int, int] | None = None  # --removals: (uncredited commands, how many were removed)
 
 
 def read_counterfactuals(path: Path) -> list[Counterfactual]:
@@ -115,9 +121,11 @@ def _counterfactual(where: str, path: Path, document) -> Counterfactual:
     if not isinstance(commands, list) or not commands:
         raise bad("commands", "missing, empty or not a list")
     for k, command in enumerate(commands):
-        for field, check in (("index", _integer), ("turn", _integer), ("necessary", _boolean),
+        removed = not isinstance(command, dict) or command.get("weight", 1.0) != 0  # weight 0: not removed (--removals)
+        for field, check in (("index", _integer), ("turn", _integer), ("weight", lambda v: _number(v) and v >= 0),
+                             ("necessary", _boolean if removed else lambda v: v is None),
                              ("reward_without", lambda v: v is None or _number(v))):
-            if not isinstance(command, dict) or not check(command.get(field, ...)):
+            if not isinstance(command, dict) or not check(command.get(field, 1.0 if field == "weight" else ...)):
                 value = command.get(field, "absent") if isinstance(command, dict) else command
                 raise bad(f"commands[{k}].{field}", f"missing or of the wrong type ({value!r})")
     kept = document.get("trajectory")
@@ -137,8 +145,12 @@ def _counterfactual(where: str, path: Path, document) -> Counterfactual:
     if group is not None and not _is_group(group):
         raise bad("gigpo_group", "expected null or {\"anchor_keys\": [[str, ...] per member], \"rewards\": "
                                  "[number per member], \"member\": index}")
+    sample = document.get("removal_sample")
+    if sample is not None and not (isinstance(sample, dict) and _integer(sample.get("others"))
+                                   and _integer(sample.get("drawn")) and 0 < sample["drawn"] <= sample["others"]):
+        raise bad("removal_sample", "expected null or {\"others\": N, \"drawn\": K} with 0 < K <= N")
     return Counterfactual(where, document["task"], float(reward or 0.0), document["reproducible"], commands,
-                          trajectory, group)
+                          trajectory, group, None if sample is None else (sample["others"], sample["drawn"]))
 
 
 def _is_group(group) -> bool:
@@ -224,23 +236,35 @@ def _gigpo(result: Counterfactual, num_turns: int):
 
 
 def trajectory_counts(scores: list[float], turn_weights: list[float], turns: list[int],
-                      labelled: list[bool]) -> dict[str, float]:
-    """The numerators and denominators of the four metrics for one trajectory."""
+                      labelled: list[bool], sample_weights: list[float] | None = None,
+                      sample: tuple[int, int] | None = None) -> dict[str, float]:
+    """The numerators and denominators of the four metrics for one trajectory. `sample_weights`: the commands'
+    removal weights (None: every command removed, weight 1); `sample`: (others, drawn), the sizes of the uniform
+    sample of uncredited commands they come from, for the pairs drawn together."""
+    w = sample_weights if sample_weights is not None else [1.0] * len(scores)
+    others, drawn = sample or (1, 1)
+    # Two commands of the sample are drawn together with chance drawn(drawn-1)/(others(others-1)), not (drawn/others)².
+    together = others * (others - 1) / (drawn * (drawn - 1)) if drawn > 1 else 0.0
     positive = [s > 0 for s in scores]
     wins = pairs = 0.0
-    for s_label, is_label in zip(scores, labelled):
-        if not is_label:
+    for i, (s_label, is_label, w_label) in enumerate(zip(scores, labelled, w)):
+        if not is_label or not w_label:
             continue
-        for s_other, other in zip(scores, labelled):
-            if not other:
-                pairs += 1
-                wins += 1.0 if s_label > s_other else 0.5 if s_label == s_other else 0.0
+        for j, (s_other, other, w_other) in enumerate(zip(scores, labelled, w)):
+            if other or not w_other:
+                continue
+            both_drawn = w_label != 1.0 and w_other != 1.0
+            weight = together if both_drawn else w_label * w_other
+            pairs += weight
+            wins += weight * (1.0 if s_label > s_other else 0.5 if s_label == s_other else 0.0)
+    hit = sum(wk for p, y, wk in zip(positive, labelled, w) if p and y)
+    whole = all(wk == 1.0 for wk in w)  # the mass needs every turn's label
     labelled_turns = {t for t, is_label in zip(turns, labelled) if is_label}
-    return {"precision_num": sum(p and y for p, y in zip(positive, labelled)), "precision_den": sum(positive),
-            "recall_num": sum(p and y for p, y in zip(positive, labelled)), "recall_den": sum(labelled),
+    return {"precision_num": hit, "precision_den": sum(wk for p, wk in zip(positive, w) if p),
+            "recall_num": hit, "recall_den": sum(wk for y, wk in zip(labelled, w) if y),
             "auroc_num": wins, "auroc_den": pairs,
-            "mass_num": sum(w for t, w in enumerate(turn_weights) if t in labelled_turns),
-            "mass_den": sum(turn_weights)}
+            "mass_num": sum(tw for t, tw in enumerate(turn_weights) if t in labelled_turns) if whole else 0.0,
+            "mass_den": sum(turn_weights) if whole else 0.0}
 
 
 def score_frame(results: list[Counterfactual], weighting_list: list[Weighting]) -> pd.DataFrame:
@@ -257,7 +281,10 @@ def score_frame(results: list[Counterfactual], weighting_list: list[Weighting]) 
             computed = weights(weighting, result)
             if computed is not None:
                 scores, turn_weights, fallback = computed
-                row.update(trajectory_counts(scores, turn_weights, turns, labelled), fallback=fallback, defined=True)
+                row.update(trajectory_counts(scores, turn_weights, turns, labelled,
+                                             [float(c.get("weight", 1.0)) for c in result.commands],
+                                             result.removal_sample),
+                           fallback=fallback, defined=True)
             rows.append(row)
     return pd.DataFrame(rows)
 
