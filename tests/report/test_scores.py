@@ -135,6 +135,30 @@ def test_report_writes_the_scores_table_and_figure(tmp_path):
     assert SETA.path in str(list(results.glob("*/*/counterfactual"))[0])
 
 
+def test_report_of_counterfactuals_outside_a_results_tree_gives_the_trees_table(tmp_path):
+    import argparse
+
+    from depgpo.report.cli import add_arguments, run
+    from tests.report.test_report import build_results, report
+
+    def corpus(*options: str) -> int:
+        parser = argparse.ArgumentParser(prog="depgpo report")
+        add_arguments(parser)
+        return run(parser.parse_args(["--counterfactuals", *options]))
+
+    results = build_results(tmp_path / "results")
+    assert report(results, "--out", str(tmp_path / "tree")) == 0
+    (jsonl,) = results.glob("*/*/counterfactual/*.jsonl")
+    assert corpus(str(jsonl), "--name", "corpus", "--out", str(tmp_path / "corpus")) == 0
+    assert (tmp_path / "corpus" / "table_scores.csv").read_text() == (tmp_path / "tree" / "table_scores.csv").read_text()
+    assert "# Counterfactual scores of corpus" in (tmp_path / "corpus" / "index.md").read_text()
+    assert corpus(str(jsonl), "--out", str(tmp_path / "x")) == 2  # no --name
+    broken = jsonl.parent / "broken.jsonl"  # beside it: its kept replays resolve, the missing field is the fault
+    broken.write_text(jsonl.read_text().replace('"reproducible"', '"reproduced"', 1))
+    assert corpus(str(broken), "--name", "c", "--out", str(tmp_path / "y")) == 2
+    assert not (tmp_path / "y").exists()
+
+
 def test_report_without_counterfactuals_names_the_missing_input(tmp_path):
     from tests.report.test_report import SETA, build_results, report
 

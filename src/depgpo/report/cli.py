@@ -1,5 +1,6 @@
 """`depgpo report --results results/{scale} [--out DIR] [--setting MODEL/DATA]`
 `depgpo report --trajectories PATH [PATH ...] --name NAME --out DIR [--static] [--beta B] [--variant NAME]`
+`depgpo report --counterfactuals FILE.jsonl [...] --name NAME --out DIR`
 
 With --results: writes tables 1, 2, 6, 9, 10, 11 (CSV, Markdown, LaTeX) and figures 1a, 1b, 1d, 5, 6 (PNG, PDF),
 plus index.md, which lists what was produced, the runs whose checkpoints ended byte-identical and whether their
@@ -11,6 +12,9 @@ With --trajectories: Figure 1(d) and Table 11 on a corpus of real trajectories n
 searched for *.json and *.jsonl; any shape `depgpo credit` reads), plus trajectories.csv and index.md
 (depgpo.report.corpus). A file that cannot be read is named on stderr with the reason and the rest is still
 reported; the exit code is then 2.
+
+With --counterfactuals: the credit scores (table_scores, fig_scores; docs/replay.md#scores) of `depgpo counterfactual
+--format json --out DIR` results outside a results tree, such as replayed public agent logs.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--results", type=Path, help="results/{scale}: the tree to report on")
     source.add_argument("--trajectories", type=Path, nargs="+", metavar="PATH",
                         help="trajectory files or directories of them: Figure 1(d) and Table 11 on this corpus")
+    source.add_argument("--counterfactuals", type=Path, nargs="+", metavar="FILE.jsonl",
+                        help="depgpo counterfactual --format json results: the credit scores' table and figure")
     parser.add_argument("--out", type=Path, help="output directory (default with --results: RESULTS/report)")
     parser.add_argument("--setting", metavar="MODEL/DATA",
                         help="the focal setting of tables 2, 9, 10, 11 and the figures (default: the first found)")
-    corpus = parser.add_argument_group("with --trajectories")
+    corpus = parser.add_argument_group("with --trajectories or --counterfactuals")
     corpus.add_argument("--name", help="the corpus's name, shown in the outputs (required)")
     corpus.add_argument("--static", action="store_true",
                         help="re-infer reads and writes of traced trajectories from the command text")
@@ -86,6 +92,8 @@ def index_markdown(report: dict[str, list], results: Path, focal: str, out: Path
 def run(args: argparse.Namespace) -> int:
     if args.trajectories is not None:
         return run_corpus(args)
+    if args.counterfactuals is not None:
+        return run_counterfactuals(args)
     given = [option for option, value in (("--name", args.name), ("--static", args.static), ("--beta", args.beta),
                                           ("--variant", args.variant)) if value not in (None, False)]
     if given:
@@ -125,6 +133,27 @@ def run_corpus(args: argparse.Namespace) -> int:
     print(f"{report['trajectories']} trajectories of {args.name} reported in {args.out} "
           f"(see {args.out / 'index.md'})")
     return 2 if report["skipped"] else 0
+
+
+def run_counterfactuals(args: argparse.Namespace) -> int:
+    missing = [option for option, value in (("--name", args.name), ("--out", args.out)) if not value]
+    if missing:
+        return usage_error(f"--counterfactuals needs {' and '.join(missing)}")
+    given = [option for option, value in (("--setting", args.setting), ("--static", args.static),
+                                          ("--beta", args.beta), ("--variant", args.variant))
+             if value not in (None, False)]
+    if given:
+        return usage_error(f"{', '.join(given)}: not with --counterfactuals (every variant and β is scored)")
+    from depgpo.report.load import BadInput
+    from depgpo.report.scores import counterfactual_report
+
+    try:
+        files = counterfactual_report(args.counterfactuals, args.out, args.name)
+    except (BadInput, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{len(files)} files written to {args.out} (see {args.out / 'index.md'})")
+    return 0
 
 
 def usage_error(message: str) -> int:

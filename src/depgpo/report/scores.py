@@ -328,14 +328,20 @@ def scored(tree, focal) -> tuple[pd.DataFrame, list[str]]:
     if not any(result.reproducible for result in results):
         raise MissingInput(f"{focal.path}/{COUNTERFACTUAL_GLOB} with a reproducible result ({len(results)} results "
                            f"in {len(paths)} files, none reproducible)", "counterfactual")
-    betas = [run.beta for path in tree.root.glob(f"{focal.path}/rl/depgpo_beta*")
+    sweep = [run.beta for path in tree.root.glob(f"{focal.path}/rl/depgpo_beta*")
              if (run := _run_or_none(parse_run, path.name)) is not None and run.beta is not None]
-    if not betas:  # the sweep's runs are not in the tree: score the config's sweep
+    cache[focal] = frame_and_notes(results, paths, sweep)
+    return cache[focal]
+
+
+def frame_and_notes(results: list[Counterfactual], paths: list[Path],
+                    betas: list[float] | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The score frame of counterfactual results read from `paths`, and the notes about them; `betas`: those of
+    the β sweep's runs (none: the config's sweep, said in a note)."""
+    swept = bool(betas)
+    if not swept:  # the sweep's runs are not in the tree: score the config's sweep
         from depgpo.config import compose
         betas = [float(beta) for beta in compose([]).betas]
-        swept = False
-    else:
-        swept = True
     frame = score_frame(results, weightings(betas))
     unreproducible = sum(not r.reproducible for r in results)
     kept = frame.drop_duplicates("trajectory")
@@ -346,11 +352,14 @@ def scored(tree, focal) -> tuple[pd.DataFrame, list[str]]:
     if unreproducible:
         notes.append(f"{unreproducible} trajectories left out: their replay's reward was not reproducible, so their "
                      "necessity is not reliable")
+    sampled = [r for r in results if r.reproducible and r.removal_sample is not None]
+    if sampled:
+        notes.append(f"{len(sampled)} trajectories replayed under a removal budget (--removals): counts weighted by "
+                     "the inverse chance of removal; their turns are left out of the mass")
     if not swept:
         notes.append("no β-sweep run in the results tree: the β rows are the config's `betas` "
                      f"({', '.join(f'{b:g}' for b in betas if b != CreditConfig().beta)}; "
                      f"{CreditConfig().beta:g} is full DepGPO's)")
-    cache[focal] = frame, notes
     return frame, notes
 
 
@@ -363,9 +372,12 @@ def _run_or_none(parse_run, name: str):
 
 def table_scores(tree, focal):
     """Precision, recall, AUROC and mass of each weighting against the counterfactual labels, by outcome."""
+    return scores_table(*scored(tree, focal))
+
+
+def scores_table(frame: pd.DataFrame, notes: list[str]):
     from depgpo.report.render import NOT_AVAILABLE, Table
 
-    frame, notes = scored(tree, focal)
     names = list(dict.fromkeys(frame.weighting))
     labels_of = {w.name: w.label for w in weightings([float(n.removeprefix("depgpo_beta")) for n in names
                                                       if n.startswith("depgpo_beta")])}
@@ -418,11 +430,14 @@ def _shown(score: Score) -> str:
 
 def figure_scores(tree, focal):
     """The table's points and intervals, one panel per metric, a row per weighting, a colour per outcome."""
+    return scores_figure(table_scores(tree, focal), focal.label)
+
+
+def scores_figure(table, title: str):
     from matplotlib.figure import Figure
 
     from depgpo.report.figures import Plot
 
-    table = table_scores(tree, focal)
     numbers = table.numbers
     names = list(dict.fromkeys(numbers.weighting))
     labels_of = dict(zip(table.cells.index, table.cells.index))  # row labels in the table's order
@@ -444,6 +459,24 @@ def figure_scores(tree, focal):
     axes[0].invert_yaxis()
     handles, texts = axes[0].get_legend_handles_labels()
     figure.legend(handles, texts, fontsize=7, loc="outside lower center", ncols=2)
-    figure.suptitle(f"{focal.label}: credit weightings against counterfactual labels (95% intervals, tasks "
+    figure.suptitle(f"{title}: credit weightings against counterfactual labels (95% intervals, tasks "
                     "resampled)", fontsize=9)
     return Plot(figure, notes=list(table.notes))
+
+
+def counterfactual_report(paths: list[Path], out: Path, name: str) -> list[Path]:
+    """`depgpo report --counterfactuals`: the table and figure of counterfactual results outside a results tree (a
+    corpus of replayed agent logs); returns the files written. Raises BadInput on a malformed result, ValueError
+    when none is reproducible."""
+    paths = [Path(p) for p in paths]
+    results = [result for path in paths for result in read_counterfactuals(path)]
+    if not any(result.reproducible for result in results):
+        raise ValueError(f"{' '.join(map(str, paths))}: no reproducible counterfactual result ({len(results)} read)")
+    table = scores_table(*frame_and_notes(results, paths))
+    out.mkdir(parents=True, exist_ok=True)
+    files = table.write(out, "table_scores") + scores_figure(table, name).write(out, "fig_scores")
+    lines = [f"# Counterfactual scores of {name}", "", *[f"- [{f.name}]({f.name})" for f in files], "", "Notes:", "",
+             *[f"- {note}" for note in table.notes]]
+    (out / "index.md").write_text("\n".join(lines) + "\n")
+    return files
+
