@@ -68,6 +68,11 @@ class CreditConfig:
     # A supporting read passes β · q to the commands that wrote what it read, as G_E passes write credit back (the
     # command that wrote the script a credited read ran); False: reads pass credit only along information edges.
     credit_read_sources: bool = True
+    # What a later write that rewrote a file whole (wrote every line it holds after) leaves of earlier writes:
+    # "content" (the definition: lines still there, matched by content, survive; two identical rewrites both reach E)
+    # or "reset" (it replaced the file as delete-and-recreate would: earlier writers' content is gone)
+    # (docs/credit-decisions.md#d-rewrite).
+    survival_after_rewrite: str = "content"
     # q̃_t = (q_t - min q) / Δ ("range", docs/credit.md#normalisation) or q_t / max q ("max", the minimum turn keeps some weight).
     factor_scale: str = "range"
     # Δ = max q - min q at or below this gives unit factors (docs/credit.md#fallbacks, Table 4).
@@ -76,6 +81,8 @@ class CreditConfig:
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown credit variant {self.variant!r}; valid: {', '.join(VARIANTS)}")
+        if self.survival_after_rewrite not in ("content", "reset"):
+            raise ValueError(f"unknown survival_after_rewrite {self.survival_after_rewrite!r}; valid: content, reset")
         if self.factor_scale not in ("range", "max"):
             raise ValueError(f"unknown factor_scale {self.factor_scale!r}; valid: range, max")
         for name in ("beta", "indirect_decay"):

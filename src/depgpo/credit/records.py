@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,6 +36,14 @@ class FileWrite:
     def weight(self) -> int:
         """n(c, x) of docs/credit.md#direct-contribution: the number of lines written, 1 for a record-level write."""
         return len(self.lines) if self.lines is not None else 1
+
+    @cached_property
+    def rewrites_whole(self) -> bool:
+        """The write replaced the file's content: it wrote every line the file holds after it (a file scored at
+        record level is followed as a whole, so any write to it does). A `touch` or a pure line deletion does not."""
+        if self.content_after is None:
+            return True
+        return self.lines is not None and Counter(self.lines) == Counter(self.content_after)
 
     @cached_property
     def line_set(self) -> frozenset[str]:

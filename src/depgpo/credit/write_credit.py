@@ -49,7 +49,7 @@ def verifier_records(episode: EpisodeRecords, config: CreditConfig) -> VerifierR
 
 
 def write_credit(episode: EpisodeRecords, verifier: VerifierRecords, config: CreditConfig) -> WriteCredit:
-    history = _FileHistory(episode.commands)
+    history = _FileHistory(episode.commands, reset_on_rewrite=config.survival_after_rewrite == "reset")
     direct, verifier_edges = [], []
     for command in episode.commands:
         records = list(_records_in_verifier(command, verifier, history, episode))
@@ -89,7 +89,8 @@ def _direct(records: list[tuple[str, int, float]], config: CreditConfig) -> floa
 class _FileHistory:
     """Per tracked path, the writes and deletions in command order (a deletion is stored as None)."""
 
-    def __init__(self, commands: list[Command]):
+    def __init__(self, commands: list[Command], reset_on_rewrite: bool = False):
+        self.reset_on_rewrite = reset_on_rewrite
         self.events: dict[str, list[tuple[int, FileWrite | None]]] = defaultdict(list)
         for command in commands:
             for path in command.deletions:
@@ -101,10 +102,16 @@ class _FileHistory:
                                for path, events in self.events.items()}
         self._last_writer = {path: max((index for index, event in events if event is not None), default=-1)
                              for path, events in self.events.items()}
+        self._last_whole = {path: max((index for index, event in events if event is not None and event.rewrites_whole),
+                                      default=-1) for path, events in self.events.items()}
         self._holders: dict[tuple[str, int], list[int]] = {}
 
     def deleted_after(self, path: str, index: int) -> bool:
         return self._last_deletion.get(path, -1) > index
+
+    def replaced_after(self, path: str, index: int) -> bool:
+        """With survival_after_rewrite = "reset": a later command deleted `path` or rewrote it whole."""
+        return self.deleted_after(path, index) or (self.reset_on_rewrite and self._last_whole.get(path, -1) > index)
 
     def last_writer(self, path: str) -> int:
         return self._last_writer.get(path, -1)
@@ -114,11 +121,11 @@ class _FileHistory:
         with at least one of their lines in it (by content), at record level its latest writer."""
         cut = bisect.bisect_left(self._indices.get(path, []), index)
         if (path, cut) not in self._holders:
-            self._holders[path, cut] = self._holders_of_version(self.events.get(path, [])[:cut])
+            self._holders[path, cut] = self._holders_of_version(self.events.get(path, [])[:cut], self.reset_on_rewrite)
         return self._holders[path, cut]
 
     @staticmethod
-    def _holders_of_version(events: list[tuple[int, FileWrite | None]]) -> list[int]:
+    def _holders_of_version(events: list[tuple[int, FileWrite | None]], reset_on_rewrite: bool) -> list[int]:
         if not events or events[-1][1] is None:
             return []
         latest_index, latest = events[-1]
@@ -130,6 +137,8 @@ class _FileHistory:
                 break
             if write.lines is not None and not write.line_set.isdisjoint(latest.content_set):
                 holders.add(index)
+            if reset_on_rewrite and write.rewrites_whole:  # what came before it was replaced
+                break
         return sorted(holders)
 
 
@@ -159,7 +168,7 @@ def _deletion_survival(index: int, path: str, history: _FileHistory, episode: Ep
 
 
 def _file_survival(index: int, write: FileWrite, history: _FileHistory, episode: EpisodeRecords) -> float:
-    if history.deleted_after(write.path, index):  # even if the file was recreated later (Table 14 t4)
+    if history.replaced_after(write.path, index):  # even if the file was recreated later (Table 14 t4)
         return 0.0
     final = episode.final.files.get(write.path)
     if final is None or not final.exists:
