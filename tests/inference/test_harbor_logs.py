@@ -18,6 +18,10 @@ HARBOR = DATA / "offline" / "harbor"
 TERMINUS = HARBOR / "job" / "count-rows__Qm7rT2x"
 CALLING = HARBOR / "job" / "write-greeting__Hd4kW9p"
 MALFORMED = HARBOR / "malformed" / "broken-json__Zp0qR1s"
+# In the shape of the TMax evaluation assets (github.com/hamishivi/tmax, Terminal-Bench 2.0 runs of open models):
+# agent/trajectory.json is a plain list of chat messages, one `bash` tool call per turn, outputs ending
+# "(exit_code=N)", the task inside a "Please solve this task:" template.
+CHAT = HARBOR / "chat" / "sum-column__Kp2wQ7z"
 
 
 def test_terminus2_trial():
@@ -160,3 +164,16 @@ def test_arbitrary_shapes_raise_only_value_error(steps, version):
     assert isinstance(instruction, str) and isinstance(turns, int)
     assert all(isinstance(s["text"], str) and isinstance(s["observation"], str) and 0 <= s["turn"] < turns
                and (s["exit_code"] is None or isinstance(s["exit_code"], int)) for s in found)
+
+
+def test_trial_of_chat_messages_takes_its_task_and_reward_from_result_json():
+    from depgpo.inference.formats import load_trajectories
+
+    for source in (CHAT, CHAT / "agent" / "trajectory.json"):
+        [trajectory] = load_trajectories(source)
+        assert trajectory["task"]["id"] == "sum-column" and trajectory["task"]["format"] == "harbor_chat"
+        assert trajectory["verifier"]["reward"] == 1.0 and trajectory["verifier"]["reward_source"] == "offline"
+        assert trajectory["instruction"] == ("Sum the second column of /app/sales.csv (skip the header) and write "
+                                             "the total to /app/total.txt.")
+        assert [(c["turn"], c["exit_code"]) for c in trajectory["commands"]] == [(0, 0), (1, 127), (2, 0), (3, 0)]
+        assert trajectory["commands"][2]["writes"][0]["path"] == "/app/total.txt"

@@ -28,7 +28,9 @@ from depgpo.inference.agent_logs import (
     tool_calls_of,
 )
 from depgpo.inference.harbor_logs import TERMINUS_TASK as _TERMINUS_TASK
-from depgpo.inference.harbor_logs import atif_steps, harbor_trial, harbor_trial_dirs, is_atif, keystrokes_command
+from depgpo.inference.harbor_logs import (
+    atif_steps, harbor_trial, harbor_trial_dirs, is_atif, keystrokes_command, trial_messages, trial_result,
+)
 from depgpo.inference.infer import infer_trajectory
 from depgpo.inference.simulator import DEFAULT_WORKDIR
 from depgpo.trajectory.load import TrajectoryError, check_header
@@ -57,12 +59,12 @@ def load_trajectories(path: str | Path, static: bool = False) -> list[dict]:
         if is_tb1_trial(path):
             return [from_conversation(tb1_trial_conversation(path) | {"format": "tb1_trial"}, path.name)]
         if trials := harbor_trial_dirs(path):
-            return [_from_harbor(harbor_trial(trial)) for trial in trials]
+            return [_harbor_trial(trial) for trial in trials]
         raise ValueError(f"{path}: a directory, but not a trial directory; expected a file, a Terminal-Bench 1 "
                          "trial (results.json and sessions/agent.log), or a Harbor trial or job directory "
                          "(agent/trajectory.json)")
     if path.name == "trajectory.json" and path.parent.name == "agent" and harbor_trial_dirs(path.parent.parent):
-        return [_from_harbor(harbor_trial(path.parent.parent))]  # with the trial's reward and task name
+        return [_harbor_trial(path.parent.parent)]  # with the trial's reward and task name
     trajectories = []
     for document in _json_documents(path):
         if is_atif(document):
@@ -213,6 +215,8 @@ def _text(content: Any) -> str:
 
 
 _PROMPT_TAG = re.compile(r"</?[a-z_]+>")
+# mini-swe-agent's tool-calling template around a Terminal-Bench task (the TMax runs): the instruction proper.
+_MINI_SWE_TASK = re.compile(r"\APlease solve this task:\s*(.*?)\s*You can execute bash commands and edit files", re.DOTALL)
 _UPLOADED = re.compile(r"<uploaded_files>\s*(/\S+)\s*</uploaded_files>")
 _FIRST_CD = re.compile(r"(?:^|&&|;|\n)\s*cd\s+(/[\w./-]+)")
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
@@ -246,6 +250,17 @@ def _patch_verifier(conversation: dict, workdir: str) -> dict | None:
     return unverified([f"{workdir}/{name}" for name in files]) if files else None
 
 
+def _harbor_trial(directory: Path) -> dict:
+    """A Harbor trial directory: ATIF, or chat messages (mini-swe-agent's tool calls) with result.json's task name
+    and reward."""
+    messages = trial_messages(directory)
+    if messages is None:
+        return _from_harbor(harbor_trial(directory))
+    task_id, reward = trial_result(directory)
+    return from_conversation({"messages": messages, "task_id": task_id, "reward": reward, "format": "harbor_chat"},
+                             task_id)
+
+
 def _from_harbor(trial: dict) -> dict:
     trajectory = infer_trajectory(trial["steps"], instruction=trial["instruction"], num_turns=trial["num_turns"],
                                   task={"id": trial["task_id"], "path": None, "format": "harbor"})
@@ -271,9 +286,8 @@ def from_conversation(conversation: dict, default_id: str) -> dict:
         kind, _tool_call_steps)(messages)
     is_terminus = kind == "terminus2"
     instruction = next((_text(m.get("content")) for m in messages if m["role"] == "user"), "")
-    if is_terminus:
-        embedded = _TERMINUS_TASK.search(instruction)
-        instruction = embedded.group(1) if embedded else instruction
+    embedded = (_TERMINUS_TASK if is_terminus else _MINI_SWE_TASK).search(instruction)
+    instruction = embedded.group(1) if embedded else instruction
     task_id = next((conversation[key] for key in ("task_id", "instance_id", "id")
                     if isinstance(conversation.get(key), str)), default_id)
     workdir = _field(conversation, "workdir", str) or _working_directory(conversation, instruction, steps)

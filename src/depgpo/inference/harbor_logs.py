@@ -100,6 +100,25 @@ def harbor_trial(directory: str | Path) -> dict | None:
     if not trajectory_path.is_file():
         return None
     instruction, steps, num_turns = atif_steps(_read_json(trajectory_path, _ATIF), where=str(trajectory_path))
+    task_id, reward = trial_result(directory)
+    return {"instruction": instruction, "steps": steps, "num_turns": num_turns, "task_id": task_id, "reward": reward}
+
+
+def trial_messages(directory: str | Path) -> list | None:
+    """The chat messages of a Harbor trial whose agent wrote `agent/trajectory.json` as a plain list of OpenAI-style
+    messages rather than ATIF (mini-swe-agent's tool-calling runs, as in the TMax evaluation assets); None when the
+    file is ATIF or not a list of messages."""
+    path = Path(directory) / "agent" / "trajectory.json"
+    document = _read_json(path, _ATIF)
+    if isinstance(document, list) and document and all(isinstance(m, dict) and "role" in m for m in document):
+        return document
+    return None
+
+
+def trial_result(directory: str | Path) -> tuple[str, float | None]:
+    """(task name, reward) of a Harbor trial directory: from result.json, else the directory's name and
+    verifier/reward.txt. Raises ValueError naming result.json when it is not Harbor's TrialResult."""
+    directory = Path(directory)
     result_path = directory / "result.json"
     result = _read_json(result_path, _RESULT) if result_path.is_file() else {}
     if not isinstance(result, dict):
@@ -109,9 +128,8 @@ def harbor_trial(directory: str | Path) -> dict | None:
     verifier = result.get("verifier_result")
     rewards = verifier.get("rewards") if isinstance(verifier, dict) else None
     reward = _number(rewards.get("reward")) if isinstance(rewards, dict) else None
-    return {"instruction": instruction, "steps": steps, "num_turns": num_turns,
-            "task_id": name if isinstance(name, str) else directory.resolve().name.split("__")[0],
-            "reward": reward if reward is not None else _reward_file(directory / "verifier")}
+    return (name if isinstance(name, str) else directory.resolve().name.split("__")[0],
+            reward if reward is not None else _reward_file(directory / "verifier"))
 
 
 def harbor_trial_dirs(directory: str | Path) -> list[Path]:
