@@ -18,7 +18,7 @@ Steps, each written as it finishes so that a cut run keeps what it did:
    observations that differ, what could not be replayed, seconds, the problem lines `depgpo replay` printed);
 4. on trials whose replay reproduced the logged reward, up to --cf-pass successes and --cf-fail failures per task:
    `depgpo counterfactual --removals N` (every credited command and a seeded sample of the rest; docs/replay.md),
-   counterfactual/<task>.jsonl;
+   counterfactual/<task>.jsonl, each with GiGPO's step group: the same model's attempts at the task;
 5. `depgpo report --counterfactuals counterfactual/*.jsonl --name tb2 --out report/`: the scores of every weighting
    with task-resampled intervals; summary.json with the counts of each step.
 """
@@ -94,6 +94,35 @@ def choose(described: list[dict], per_task: int, max_turns: int, seed: int) -> l
         failed = failures[: per_task - len(successes[: per_task // 2])]
         chosen += successes[: per_task - len(failed)] + failed  # more successes where failures are few
     return chosen
+
+
+def attach_gigpo_groups(cf_dir: Path, described: list[dict]) -> None:
+    """GiGPO's step groups for the scores: a model's five attempts at a task are the group its trainer would have
+    compared (one policy, one prompt); each member's anchor states from its logged observations
+    (report.load.turn_anchors), its logged reward (docs/replay.md#scores)."""
+    from depgpo.inference.formats import load_trajectories
+    from depgpo.report.load import turn_anchors
+
+    members: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for item in described:
+        if item["logged_reward"] is not None:
+            members[item["model"], item["task"]].append(item)
+    by_trial = {item["trial"]: item for item in described}
+    anchors: dict[str, list[str]] = {}
+    for path in cf_dir.glob("*.jsonl"):
+        objects = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for obj in objects:
+            item = by_trial.get(obj.get("source_trial"))
+            if item is None or obj.get("gigpo_group") is not None:
+                continue
+            group = sorted(members[item["model"], item["task"]], key=lambda i: i["trial"])
+            for member in group:
+                if member["trial"] not in anchors:
+                    anchors[member["trial"]] = turn_anchors(load_trajectories(member["path"])[0])
+            obj["gigpo_group"] = {"anchor_keys": [anchors[m["trial"]] for m in group],
+                                  "rewards": [float(m["logged_reward"]) for m in group],
+                                  "member": [m["trial"] for m in group].index(item["trial"])}
+        path.write_text("".join(json.dumps(obj) + "\n" for obj in objects))
 
 
 def run(command: list[str], timeout: float) -> tuple[int, str, str, float]:
@@ -186,6 +215,7 @@ def main() -> int:
         print(f"counterfactual {row['task']} {row['trial']} ({outcome}): exit {code}, {seconds:.0f} s"
               + (f"; {stderr.strip().splitlines()[-1]}" if code and stderr.strip() else ""), flush=True)
 
+    attach_gigpo_groups(cf_dir, described)
     files = sorted(str(p) for p in cf_dir.glob("*.jsonl") if p.stat().st_size)
     report = run([*DEPGPO, "report", "--counterfactuals", *files, "--name", "tb2", "--out", str(out / "report")],
                  1800) if files else (None, "", "no counterfactuals", 0)
