@@ -75,3 +75,10 @@ def test_sample_replays_both_outcomes_and_scores_them(tmp_path, monkeypatch):
     assert summarise(failure[failure.weighting == "last"])["recall"].value == 1.0
     uniform_failure = summarise(failure[failure.weighting == "uniform"])
     assert uniform_failure["precision"].value == pytest.approx(1 / (len(oracle) + 1))
+    # Each disagreement listed is a labelled command without credit or a credited one without a label, and no other.
+    from depgpo.report.disagreements import MISSED, SPURIOUS, disagreements
+
+    listed = {(row.kind, row.index) for row in disagreements(results).itertuples()}
+    expected = {(MISSED if c["necessary"] else SPURIOUS, c["index"]) for c, q in zip(objects[0]["commands"], scores)
+                if c["necessary"] != (q > 0)}
+    assert listed == expected  # the failure's harmful deletion is credited: not listed

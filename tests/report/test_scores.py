@@ -291,3 +291,18 @@ def test_a_trajectory_within_the_budget_removes_every_command_and_the_draw_follo
     # More credited commands than the budget: all of them, and still half the budget drawn from the others.
     many = removal_weights(12, (0, 1, 2, 3, 4, 5), 4, 0)
     assert many[:6] == [1.0] * 6 and sum(w > 0 for w in many[6:]) == 2
+
+
+def test_disagreements_list_each_labelled_command_without_credit(results):
+    from depgpo.report.disagreements import MISSED, UNBLAMED, disagreements, summary_lines
+
+    # The hand-built replays hold no trace, so DepGPO credits nothing (a fallback): every necessary command of the
+    # reproducible successes (taskA 2, taskB 1, taskC 3) and the failure's harmful one (taskD) are listed; taskE's
+    # replay was not reproducible.
+    frame = disagreements(results)
+    assert sorted(zip(frame.kind, frame.task, frame["index"])) == sorted(
+        [(MISSED, "taskA", 1), (MISSED, "taskA", 2), (MISSED, "taskB", 1), (MISSED, "taskC", 0), (MISSED, "taskC", 1),
+         (MISSED, "taskC", 2), (UNBLAMED, "taskD", 1)])
+    assert frame.role.str.len().min() > 0  # no command credited: the fallback's reason stands in for a role
+    assert summary_lines(frame)[0].startswith(f"{MISSED}, DepGPO's role ") and "6 commands of 3 tasks" in \
+        summary_lines(frame)[0]

@@ -145,7 +145,7 @@ def run_counterfactuals(args: argparse.Namespace) -> int:
     if given:
         return usage_error(f"{', '.join(given)}: not with --counterfactuals (every variant and β is scored)")
     from depgpo.report.load import BadInput
-    from depgpo.report.scores import counterfactual_report
+    from depgpo.report.corpus import counterfactual_report
 
     try:
         files = counterfactual_report(args.counterfactuals, args.out, args.name)

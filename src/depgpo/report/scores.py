@@ -462,21 +462,3 @@ def scores_figure(table, title: str):
     figure.suptitle(f"{title}: credit weightings against counterfactual labels (95% intervals, tasks "
                     "resampled)", fontsize=9)
     return Plot(figure, notes=list(table.notes))
-
-
-def counterfactual_report(paths: list[Path], out: Path, name: str) -> list[Path]:
-    """`depgpo report --counterfactuals`: the table and figure of counterfactual results outside a results tree (a
-    corpus of replayed agent logs); returns the files written. Raises BadInput on a malformed result, ValueError
-    when none is reproducible."""
-    paths = [Path(p) for p in paths]
-    results = [result for path in paths for result in read_counterfactuals(path)]
-    if not any(result.reproducible for result in results):
-        raise ValueError(f"{' '.join(map(str, paths))}: no reproducible counterfactual result ({len(results)} read)")
-    table = scores_table(*frame_and_notes(results, paths))
-    out.mkdir(parents=True, exist_ok=True)
-    files = table.write(out, "table_scores") + scores_figure(table, name).write(out, "fig_scores")
-    lines = [f"# Counterfactual scores of {name}", "", *[f"- [{f.name}]({f.name})" for f in files], "", "Notes:", "",
-             *[f"- {note}" for note in table.notes]]
-    (out / "index.md").write_text("\n".join(lines) + "\n")
-    return files
-
