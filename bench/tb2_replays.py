@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/tb2_replays.py --mirror GITDIR --tasks-dir /tmp/tb2 --out /tmp/tb2-replays \
         [--tasks a,b] [--per-task 8] [--max-turns 30] [--cf-pass 3] [--cf-fail 1] [--removals 8] [--workers 2]
+    .venv/bin/python bench/tb2_replays.py --merge OUT_A OUT_B --out /tmp/tb2-merged   # runs side by side, together
 
 Where the trials come from: `fetch github:hamishivi/tmax` (AllenAI's TMax, Apache-2.0): evaluation_assets/daytona/
 <model>/terminal-bench-2-0/<task>__<id>/ holds Harbor trial directories (result.json with the reward,
@@ -14,6 +15,7 @@ Steps, each written as it finishes so that a cut run keeps what it did:
 1. extract the chosen tasks' trials from the git dir (blobs the snapshot lacks are skipped and counted);
 2. choose per task, with a seeded shuffle (--seed), up to --per-task trials of at most --max-turns model turns
    (the cost of a replay grows with its commands): successes first, up to half, then failures;
+   then task by task, in --tasks order (a run cut short holds whole tasks; rerun it to go on where it stopped):
 3. replay each (`depgpo replay`): fidelity.jsonl, one line a trial (logged and replayed reward, the share of
    observations that differ, what could not be replayed, seconds, the problem lines `depgpo replay` printed);
 4. on trials whose replay reproduced the logged reward, up to --cf-pass successes and --cf-fail failures per task:
@@ -125,6 +127,38 @@ def attach_gigpo_groups(cf_dir: Path, described: list[dict]) -> None:
         path.write_text("".join(json.dumps(obj) + "\n" for obj in objects))
 
 
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def counterfactuals(task: str, rows: list[dict], cf_dir: Path, args) -> None:
+    """`depgpo counterfactual --removals` on the first --cf-pass successes and --cf-fail failures of `task` whose
+    replay reproduced the logged reward (in the seeded order they were chosen); each result line gets
+    `source_trial`. Results already in counterfactual/TASK.jsonl are kept."""
+    sink_path = cf_dir / f"{task}.jsonl"
+    picked: Counter = Counter()
+    for row in rows:
+        reproduced = row.get("replayed_reward") is not None and row["replayed_reward"] == row["logged_reward"]
+        outcome = "pass" if row["logged_reward"] >= 1 else "fail"
+        if row["task"] != task or not reproduced or \
+                picked[outcome] >= (args.cf_pass if outcome == "pass" else args.cf_fail):
+            continue
+        picked[outcome] += 1
+        if any(r.get("source_trial") == row["trial"] for r in read_rows(sink_path)):
+            continue
+        code, stdout, stderr, seconds = run(
+            [*DEPGPO, "counterfactual", row["trajectory"], "--task", str(args.tasks_dir / task),
+             "--format", "json", "--removals", str(args.removals), "--seed", str(args.seed), "--timeout",
+             str(args.timeout), "--out", str(cf_dir / row["trial"]), f"agent.workers={args.workers}"],
+            (args.removals + 4) * 40 * args.timeout)
+        lines = [line for line in stdout.splitlines() if line.startswith("{")]
+        with sink_path.open("a") as sink:
+            for line in lines:
+                sink.write(json.dumps({**json.loads(line), "source_trial": row["trial"]}) + "\n")
+        print(f"counterfactual {task} {row['trial']} ({outcome}): exit {code}, {seconds:.0f} s"
+              + (f"; {stderr.strip().splitlines()[-1]}" if code and stderr.strip() else ""), flush=True)
+
+
 def run(command: list[str], timeout: float) -> tuple[int, str, str, float]:
     started = time.perf_counter()
     try:
@@ -151,7 +185,49 @@ def replay(item: dict, tasks_dir: Path, out: Path, timeout: float, overrides: li
     return row
 
 
+def fidelity_table(rows: list[dict]) -> str:
+    """Markdown, one row a task: trials (logged successes), replays written, logged reward reproduced, the median
+    share of differing observations, trials with something unreplayable, median seconds a replay."""
+    def median(values):
+        values = sorted(v for v in values if v is not None)
+        return values[len(values) // 2] if values else None
+
+    lines = ["| task | trials (logged pass) | replayed | reward reproduced | median differing share | with unreplayable "
+             "steps | median s |", "|---|---|---|---|---|---|---|"]
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_task[row["task"]].append(row)
+    for task, items in sorted(by_task.items()) + [("all", rows)]:
+        replayed = [r for r in items if r.get("replayed_reward") is not None]
+        same = [r for r in replayed if r["replayed_reward"] == r["logged_reward"]]
+        share = median([(r.get("fidelity") or {}).get("differing_share") for r in replayed])
+        lines.append(f"| {task} | {len(items)} ({sum(r['logged_reward'] >= 1 for r in items)}) | {len(replayed)} | "
+                     f"{len(same)} ({sum(r['logged_reward'] >= 1 for r in same)} pass) | "
+                     f"{'–' if share is None else f'{share:.2f}'} | {sum(bool(r.get('unreplayable')) for r in items)} | "
+                     f"{median([r['seconds'] for r in items]):.0f} |")
+    return "\n".join(lines)
+
+
+def merge(dirs: list[Path], out: Path) -> int:
+    """The fidelity table and the counterfactual report over several runs' --out directories (run side by side on
+    disjoint --tasks)."""
+    rows = [row for d in dirs for row in read_rows(d / "fidelity.jsonl")]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fidelity.md").write_text(fidelity_table(rows) + "\n")
+    files = sorted(str(p) for d in dirs for p in (d / "counterfactual").glob("*.jsonl") if p.stat().st_size)
+    code, stdout, stderr, _ = run([*DEPGPO, "report", "--counterfactuals", *files, "--name", "tb2", "--out",
+                                   str(out / "report")], 1800)
+    print(fidelity_table(rows))
+    print(stdout.strip(), stderr.strip()[-2000:], sep="\n")
+    return code
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--merge"]:  # --merge DIR... --out DIR
+        *dirs, flag, target = sys.argv[2:]
+        if flag != "--out":
+            sys.exit("usage: tb2_replays.py --merge DIR... --out DIR")
+        return merge([Path(d) for d in dirs], Path(target))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mirror", required=True, help="git dir of `fetch github:hamishivi/tmax`")
     parser.add_argument("--tasks-dir", type=Path, required=True, help="bench/tb2_tasks.py's --out")
@@ -176,44 +252,22 @@ def main() -> int:
     print(f"{len(trials)} trials of {len(tasks)} tasks ({absent} files absent from the snapshot); "
           f"{len(chosen)} chosen", flush=True)
 
-    fidelity_path = out / "fidelity.jsonl"
-    done = {json.loads(line)["trial"] for line in fidelity_path.read_text().splitlines()} \
-        if fidelity_path.is_file() else set()
-    with fidelity_path.open("a") as sink:
-        for n, item in enumerate(chosen, 1):
-            if item["trial"] in done:
+    fidelity_path, cf_dir = out / "fidelity.jsonl", out / "counterfactual"
+    cf_dir.mkdir(exist_ok=True)
+    order = args.tasks.split(",") if args.tasks else sorted(tasks)
+    for task in order:  # task by task, so that a run cut short holds whole tasks
+        for n, item in enumerate([i for i in chosen if i["task"] == task], 1):
+            if item["trial"] in {row["trial"] for row in read_rows(fidelity_path)}:
                 continue
             row = replay(item, args.tasks_dir, out, args.timeout, [])
-            sink.write(json.dumps(row) + "\n")
-            sink.flush()
-            print(f"[{n}/{len(chosen)}] {item['task']} {item['trial']}: logged {item['logged_reward']}, "
+            with fidelity_path.open("a") as sink:
+                sink.write(json.dumps(row) + "\n")
+            print(f"[{task} {n}] {item['trial']}: logged {item['logged_reward']}, "
                   f"replayed {row.get('replayed_reward')}, {row['seconds']} s", flush=True)
-    rows = [json.loads(line) for line in fidelity_path.read_text().splitlines()]
-
-    cf_dir = out / "counterfactual"
-    cf_dir.mkdir(exist_ok=True)
-    picked: Counter = Counter()
-    for row in rows:
-        reproduced = row.get("replayed_reward") is not None and row["replayed_reward"] == row["logged_reward"]
-        outcome = "pass" if row["logged_reward"] >= 1 else "fail"
-        if not reproduced or picked[row["task"], outcome] >= (args.cf_pass if outcome == "pass" else args.cf_fail):
-            continue
-        picked[row["task"], outcome] += 1
-        sink_path = cf_dir / f"{row['task']}.jsonl"
-        if sink_path.is_file() and any(json.loads(line).get("source_trial") == row["trial"]
-                                       for line in sink_path.read_text().splitlines()):
-            continue
-        code, stdout, stderr, seconds = run(
-            [*DEPGPO, "counterfactual", row["trajectory"], "--task", str(args.tasks_dir / row["task"]),
-             "--format", "json", "--removals", str(args.removals), "--seed", str(args.seed), "--timeout",
-             str(args.timeout), "--out", str(cf_dir / row["trial"]), f"agent.workers={args.workers}"],
-            (args.removals + 4) * 40 * args.timeout)
-        lines = [line for line in stdout.splitlines() if line.startswith("{")]
-        with sink_path.open("a") as sink:
-            for line in lines:
-                sink.write(json.dumps({**json.loads(line), "source_trial": row["trial"]}) + "\n")
-        print(f"counterfactual {row['task']} {row['trial']} ({outcome}): exit {code}, {seconds:.0f} s"
-              + (f"; {stderr.strip().splitlines()[-1]}" if code and stderr.strip() else ""), flush=True)
+        counterfactuals(task, read_rows(fidelity_path), cf_dir, args)
+    rows = read_rows(fidelity_path)
+    picked = Counter((json.loads(line)["task"], "pass" if json.loads(line)["reward"] > 0 else "fail")
+                     for path in cf_dir.glob("*.jsonl") for line in path.read_text().splitlines() if line.strip())
 
     attach_gigpo_groups(cf_dir, described)
     files = sorted(str(p) for p in cf_dir.glob("*.jsonl") if p.stat().st_size)
@@ -224,7 +278,7 @@ def main() -> int:
         "replayed": sum(1 for r in rows if r.get("replayed_reward") is not None),
         "reproduced": sum(1 for r in rows if r.get("replayed_reward") is not None
                           and r["replayed_reward"] == r["logged_reward"]),
-        "tasks": len({r["task"] for r in rows}), "counterfactuals": dict(Counter(f"{t}:{o}" for t, o in picked)),
+        "tasks": len({r["task"] for r in rows}), "counterfactuals": {f"{t}:{o}": n for (t, o), n in picked.items()},
         "report_exit": report[0], "report_stderr": report[2][-2000:],
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -30,9 +30,10 @@ def test_the_bench_reads_every_shape_and_counts_what_the_rules_remove(tmp_path):
         {"role": "tool", "tool_call_id": "2", "content": ""}]))
     report = credit_corpus.run(corpus, examples=1)
     assert report["exceptions"] == []
-    assert report["sources"]["harbor"]["trajectories"] == 2 and report["sources"]["harbor"]["unreadable"] == 1
+    # two ATIF trials and one of chat messages (TMax's shape); the malformed trial is unreadable
+    assert report["sources"]["harbor"]["trajectories"] == 3 and report["sources"]["harbor"]["unreadable"] == 1
     assert report["sources"]["chat"]["trajectories"] == 4
-    assert report["trajectories"] == 6 and sum(report["fallbacks"].values()) == 6
+    assert report["trajectories"] == 7 and sum(report["fallbacks"].values()) == 7
     assert report["ms_per_trajectory"]["median"] > 0
     removed = report["candidate_edges"]["without ls_long"]
     assert removed["default removes"] == 1  # ls's 05 no longer supports the pattern

@@ -147,3 +147,14 @@ def test_listing_times_are_set_aside_but_what_a_listing_shows_of_the_files_is_no
     assert same_observation(logged, later)
     assert not same_observation(logged, later.replace(" 31 Dec", " 32 Dec"))  # rows.csv's size changed
     assert not same_observation(logged, later.replace("rows.csv", "rows.tsv"))
+
+
+def test_a_harness_no_output_marker_and_interleaved_blank_lines_are_not_differences():
+    # In the shape of the TMax Terminal-Bench 2.0 runs (mini-swe-agent tool results): a silent command's result is
+    # "(no output)" and every result ends in "(exit_code=N)"; a Python traceback after stdout comes a blank line
+    # apart or not, as the two streams interleave.
+    assert same_observation("(no output)\n\n(exit_code=0)", "")
+    assert not same_observation("(no output)\n\n(exit_code=0)", "written\n")
+    assert same_observation("=== Test 1 ===\n\nTraceback (most recent call last):\n\n(exit_code=1)",
+                            "=== Test 1 ===\nTraceback (most recent call last):\n")
+    assert not same_observation("Python 3.13.7\n\n(exit_code=0)", "Python 3.13.5\n")  # another build: a difference

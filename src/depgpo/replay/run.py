@@ -24,6 +24,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\r
 _CLOCK = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} +(?:\d{1,2}:\d{2}|\d{4})\b"
                     r"|\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?: ?[+-]\d{2}:?\d{2}|Z)?")
 _EXIT_LINE = re.compile(r"(?im)^\W*exit(?:[ _]?code|[ _]status)\W*-?\d{1,9}\W*$|<returncode>\s*-?\d+\s*</returncode>")
+# What a harness writes for a command that printed nothing (mini-swe-agent's tool results, the TMax runs).
+NO_OUTPUT_MARKERS = ("(no output)",)
 
 
 class ReplayError(ValueError):
@@ -92,8 +94,8 @@ def fidelity(source: ReplaySource, trajectory: dict) -> dict:
 
 
 def same_observation(logged: str, replayed: str, pane: bool = False) -> bool:
-    """Equal once terminal escapes, carriage returns, printed exit codes, listing times and trailing blanks are set
-    aside; or the logged text (a pane, a tool result with a header) contains the whole replayed output. A pane shows
+    """Equal once terminal escapes, carriage returns, printed exit codes, listing times, blank lines and trailing
+    blanks are set aside, and a harness's "(no output)" read as nothing; or the logged text (a pane, a tool result with a header) contains the whole replayed output. A pane shows
     the prompt and the typed command whatever the output, so a command that printed nothing matches any pane."""
     a, b = _normal(logged), _normal(replayed)
     return a == b or (bool(b) and b in a) or (pane and not b)
@@ -101,8 +103,9 @@ def same_observation(logged: str, replayed: str, pane: bool = False) -> bool:
 
 def _normal(text: str) -> str:
     text = _CLOCK.sub("<time>", _EXIT_LINE.sub("", _ANSI.sub("", text or "")))
-    lines = [line.rstrip() for line in text.splitlines()]
-    return "\n".join(lines).strip("\n")
+    # Blank lines are set aside: where a program writes both, stdout and stderr interleave differently run to run.
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return "" if len(lines) == 1 and lines[0] in NO_OUTPUT_MARKERS else "\n".join(lines)
 
 
 def problems(source: ReplaySource, trajectory: dict, timeout_s: float) -> list[str]:
