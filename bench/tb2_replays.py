@@ -211,8 +211,16 @@ def fidelity_table(rows: list[dict]) -> str:
 def merge(dirs: list[Path], out: Path) -> int:
     """The fidelity table and the counterfactual report over several runs' --out directories (run side by side on
     disjoint --tasks)."""
+    from depgpo.replay.run import fidelity
+    from depgpo.replay.source import read_sources
+
     rows = [row for d in dirs for row in read_rows(d / "fidelity.jsonl")]
+    for row in rows:  # compared again with this code's normalisation (a run may predate a change to it)
+        if row.get("trajectory"):
+            row["fidelity"] = fidelity(read_sources(Path(row["path"]))[0],
+                                       json.loads(Path(row["trajectory"]).read_text()))
     out.mkdir(parents=True, exist_ok=True)
+    (out / "fidelity.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (out / "fidelity.md").write_text(fidelity_table(rows) + "\n")
     files = sorted(str(p) for d in dirs for p in (d / "counterfactual").glob("*.jsonl") if p.stat().st_size)
     code, stdout, stderr, _ = run([*DEPGPO, "report", "--counterfactuals", *files, "--name", "tb2", "--out",
