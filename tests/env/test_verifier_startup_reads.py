@@ -8,15 +8,23 @@ tools offline (apt-get, dpkg, curl, pip, Python's readline), and the credit an a
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
+from depgpo.credit import CreditConfig, compute_credit
+from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.images.wheel_cache import prefetch
 from depgpo.env.judging.judge import kept_effects
 from depgpo.env.judging.startup_reads import (VerifierTraceParser, exec_argv, home_entry, is_setup_tool,
     is_terminal_file, is_tool_place)
 from depgpo.env.judging.verifier import inspection_set
 from depgpo.env.tracing.trace_state import TracedProcess
+from depgpo.tasks import load_task
 from depgpo.trajectory.scope import is_under
 from tests.helpers import DATA
+from tests.helpers.harbor_builder import make_harbor_task
 
 NONCE = "a009ff796dd3380c"
 MARK = (f'16    1.000000 newfstatat(AT_FDCWD</app>, "/.depgpo_mark/-1/0/{NONCE}", 0x7ffc0fa24630, 0) '
@@ -260,3 +268,102 @@ def test_exec_argv():
         "sh", "-c", "aaaa", "b")
     assert exec_argv('execveat(3</usr/bin>, "env", ["env", "uv"], 0x1 /* 3 vars */, 0) = 0') == ("env", "uv")
     assert exec_argv('execve("/x", NULL, NULL) = 0') == ()
+
+
+# ---- real episodes -----------------------------------------------------------------------------------------------------
+
+# Harbor's standard test.sh with the steps that need the network made offline: the tools are the real ones, each
+# reading its own dot-files (apt-get and dpkg ~/.dpkg.cfg, curl ~/.curlrc and ~/.config/curlrc, pip
+# ~/.config/pip/pip.conf and ~/.pip/pip.conf); the installer comes from a file:// URL.
+OFFLINE_HARBOR_TEST_SH = """\
+#!/bin/bash
+apt-get install -y --no-upgrade curl
+dpkg -s curl > /dev/null
+curl -fsSL file:///tests/install.sh | sh
+pip --version
+
+if [ "$PWD" = "/" ]; then
+    echo "Error: No working directory set. Please set a WORKDIR in your Dockerfile before running this script."
+    exit 1
+fi
+
+PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rA /tests/test_outputs.py
+if [ $? -eq 0 ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+ANSWER_TEST = """
+def test_answer():
+    assert open("/app/answer.txt").read() == "42\\n"
+"""
+# pytest 8 imports readline before it captures output (_pytest.capture._readline_workaround): the test process
+# itself then looks up ~/.terminfo and opens ~/.inputrc. Debian's pytest 7 does not, so the test imports it first.
+READLINE_ANSWER_TEST = "import readline  # noqa: F401  (as pytest 8 does)\n" + ANSWER_TEST
+AGENT_COMMANDS = [
+    "echo 42 > /app/answer.txt",
+    "printf -- '--max-time 30\\n' > ~/.curlrc",          # curl's configuration, which the verifier's curl reads
+    "pip config set global.timeout 30",                 # pip's: ~/.config/pip/pip.conf
+    "printf 'set bell-style none\\n' > ~/.inputrc",      # readline's, which the test process's readline reads
+]
+needs_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in ("apt-get", "dpkg", "curl", "pip")),
+                                 reason="the test.sh runs apt-get, dpkg, curl and pip")
+
+
+def run_harbor_episode(tmp_path, commands: list[str], test_sh: str = OFFLINE_HARBOR_TEST_SH,
+                       test_py: str = READLINE_ANSWER_TEST) -> dict:
+    task_dir = make_harbor_task(tmp_path, "t", instruction="Write 42 to /app/answer.txt.", test_py=test_py)
+    (task_dir / "tests" / "test.sh").write_text(test_sh)
+    (task_dir / "tests" / "install.sh").write_text("echo installed from a file URL\n")
+    with Episode(load_task(task_dir), EpisodeConfig(command_timeout_s=60), out_dir=tmp_path / "out") as ep:
+        for turn, command in enumerate(commands):
+            ep.run_command(command, turn=turn)
+        ep.verify()
+    return json.loads((tmp_path / "out" / "trajectory.json").read_text())
+
+
+@needs_tools
+@pytest.mark.sandbox
+def test_E_of_a_harbor_test_sh_holds_what_the_test_inspects_and_none_of_the_tools_files(tmp_path):
+    traj = run_harbor_episode(tmp_path, AGENT_COMMANDS)
+    verifier = traj["verifier"]
+    assert verifier["reward"] == 1.0 and not verifier["tampering"], verifier["output"]
+    assert "installed from a file URL" in verifier["output"] and "pip " in verifier["output"]  # the tools ran
+    assert verifier["E"] == ["/app/answer.txt"] and verifier["E_source"] == "trace"
+    assert traj["tracked_roots"] == ["/app"]
+    home_files = {"/root/.curlrc", "/root/.config/pip/pip.conf", "/root/.inputrc"}
+    assert home_files <= {w["path"] for c in traj["commands"] for w in c["writes"]}  # the agent did write them
+    credit = compute_credit(traj, CreditConfig())
+    assert [c.direct for c in credit.commands] == [1.0, 0.0, 0.0, 0.0]
+    assert [c.q for c in credit.commands] == [1.0, 0.0, 0.0, 0.0] and credit.turn_credit == [1.0, 0.0, 0.0, 0.0]
+
+
+# Harbor's standard test.sh as written, but for `-p`: the host backend stands for python:3.11-slim, whose Python
+# uvx then finds (uv and the pinned wheels come from the local wheel cache, offline: verifier_tools.py).
+STANDARD_HARBOR_TEST_SH = OFFLINE_HARBOR_TEST_SH.replace("""apt-get install -y --no-upgrade curl
+dpkg -s curl > /dev/null
+curl -fsSL file:///tests/install.sh | sh
+pip --version
+""", """apt-get update
+apt-get install -y curl
+curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh
+source $HOME/.local/bin/env
+""").replace("PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rA /tests/test_outputs.py",
+             "uvx -p 3.11 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json "
+             "/tests/test_outputs.py -rA")
+
+
+@pytest.mark.sandbox
+def test_uvx_pytest_behind_apt_get_and_curl_inspects_the_answer_alone(tmp_path, wheel_cache):
+    needs = make_harbor_task(tmp_path / "needs", "t", instruction="-", test_py="")
+    (needs / "tests" / "test.sh").write_text(STANDARD_HARBOR_TEST_SH)
+    assert not prefetch([load_task(needs)], wheel_cache)  # uv 0.9.5 and the pinned wheels (quick once cached)
+    traj = run_harbor_episode(tmp_path, ["echo 42 > /app/answer.txt", "mkdir -p ~/.local/share/uv"],
+                              test_sh=STANDARD_HARBOR_TEST_SH, test_py=ANSWER_TEST)
+    verifier = traj["verifier"]
+    assert verifier["reward"] == 1.0, verifier["output"]
+    assert "pytest-8.4.1" in verifier["output"]  # uvx's pytest, which imports readline itself
+    assert verifier["E"] == ["/app/answer.txt"]
+    credit = compute_credit(traj, CreditConfig())
+    assert [c.q for c in credit.commands] == [1.0, 0.0]  # the agent's uv data directory earns nothing
