@@ -18,12 +18,12 @@ from tests.helpers import REPO, ordinary_user
 pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(bool(ordinary_user.unavailable()),
                                                       reason=str(ordinary_user.unavailable()))]
 
-# The suites whose episodes depend on the privilege level: episodes and their verifier, the hostile and
+# The suites whose episodes depend on the privilege level: episodes and their verifier (its E included), the hostile and
 # reward-forgery batteries, tampering, harness robustness, the image backend. The forgery battery's cases run
 # through an Episode (its CLI and rollout paths are plumbing above the sandbox, run at root). The CI-scale DAG runs
 # as the same user in tests/workflow/test_slurm.py, every stage a Slurm job of that user.
 SUITES = {
-    "episode": ["tests/env/test_episode.py", "tests/env/test_privilege.py"],
+    "episode": ["tests/env/test_episode.py", "tests/env/test_privilege.py", "tests/env/test_verifier_startup_reads.py"],
     "hostile": ["tests/env/test_sandbox_hostile.py"],
     "forgery": ["tests/env/test_reward_forgery.py", "-k",
                 "not test_forgery_run_episode_cli and not test_forgery_rollout"],

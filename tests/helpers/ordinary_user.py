@@ -99,9 +99,12 @@ def share_wheel_cache() -> None:
 
 
 def env() -> dict[str, str]:
-    """The user's environment: its home, a plain PATH (with this venv's), nothing of root's."""
+    """The user's environment: its home, a plain PATH (with this venv's), nothing of root's but PYTHONPATH (a
+    worktree's tests run with PYTHONPATH=its src over a venv installed from another checkout: the user's suites must
+    import the same code)."""
     user = ensure()
-    keep = {k: v for k, v in os.environ.items() if k in ("CI", "LANG", "LC_ALL", "TZ") or k.startswith("PIP_")}
+    keep = {k: v for k, v in os.environ.items()
+            if k in ("CI", "LANG", "LC_ALL", "TZ", "PYTHONPATH") or k.startswith("PIP_")}
     return {**keep, "HOME": user.pw_dir, "USER": NAME, "LOGNAME": NAME,
             "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
 

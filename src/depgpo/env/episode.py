@@ -26,7 +26,7 @@ from pathlib import Path
 
 from depgpo.env.images import verifier_tools
 from depgpo.env.images.backend import DEFAULT_CACHE, DEFAULT_WHEELS, system_root_for
-from depgpo.env.judging.judge import kept_effects, merged_effects, run_verifier
+from depgpo.env.judging.judge import merged_effects, run_verifier
 from depgpo.env.judging.tampering import TAMPERING_POLICIES, find_tampering
 from depgpo.env.judging.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
 from depgpo.env.judging.verifier_processes import VerifierProcesses
@@ -369,8 +369,8 @@ class Episode:
         run = run_verifier(self.layout, self.config.limits, self.shell, self._preexec, env, command, timeout,
                            self.config.output_limit_bytes, agent_processes)
         self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
-        own = run.effects
-        effects = merged_effects(self.parser.summary("verifier"), kept_effects(own, self._keep_path))
+        own = run.effects  # all of it for tampering; for E, less its tools' start-up reads (judging/startup_reads.py)
+        effects = merged_effects(self.parser.summary("verifier"), run.inspected(self._keep_path))
         E_detail = inspection_set(effects, self._agent_written, self._process_names, self.layout.workdir,
                                   output=run.output)
         provided = tuple(inside for _, inside in self.layout.verifier_binds)  # the harness's tools, not agent work

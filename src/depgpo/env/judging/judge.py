@@ -14,13 +14,13 @@ import secrets
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from depgpo.env.judging.startup_reads import VerifierTraceParser
 from depgpo.env.sandbox.layout import SandboxLayout, SandboxLimits, verifier_argv
 from depgpo.env.sandbox.shell import ShellSession, _descendants, wait_exit
 from depgpo.env.tracing.strace_flags import MARK_DIR
-from depgpo.env.tracing.trace_parser import TraceParser
 from depgpo.env.tracing.trace_state import PATH_KINDS, RECORD_KINDS, ProcInfo, SegmentEffects
 
 HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # nsenter, strace, setpriv, prlimit, bwrap: the host's
@@ -34,6 +34,12 @@ class VerifierRun:
     effects: SegmentEffects    # from its own trace, every path kept; agent processes under their agent pids
     trace: Path                # its own strace log
     mark: str                  # the trace path its script's first line looked up: where its own events begin
+    startup_reads: set[str] = field(default_factory=set)  # paths only its tools' start-up read (startup_reads.py)
+
+    def inspected(self, keep) -> SegmentEffects:
+        """Its effects as E sees them: the paths `keep` accepts, less its tools' start-up reads. Tampering reads
+        `effects`, all of them."""
+        return kept_effects(self.effects, lambda path: keep(path) and path not in self.startup_reads)
 
 
 def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSession, preexec, env: dict[str, str],
@@ -68,8 +74,9 @@ def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSessi
         output = fh.read(output_limit).decode("utf-8", "replace")
     if exit_code not in (None, 0) and output.startswith("nsenter:"):
         error = f"the verifier could not be started: {output[:200].strip()}"
-    return VerifierRun(output, exit_code, error, _parse_trace(trace, nonce, pid_map, agent_processes), trace,
-                       f"{MARK_DIR}/-1/0/{nonce}")
+    effects, startup_reads = _parse_trace(trace, nonce, pid_map, agent_processes, env.get("HOME") or "/root",
+                                          layout.workdir)
+    return VerifierRun(output, exit_code, error, effects, trace, f"{MARK_DIR}/-1/0/{nonce}", startup_reads)
 
 
 def _namespace_pids(shell: ShellSession) -> tuple[int, int]:
@@ -98,10 +105,12 @@ def _agent_pids_in_p1(p1_init: int) -> dict[int, int]:
     return mapping
 
 
-def _parse_trace(path: Path, nonce: str, pid_map: dict[int, int], agent_processes: list[ProcInfo]) -> SegmentEffects:
+def _parse_trace(path: Path, nonce: str, pid_map: dict[int, int], agent_processes: list[ProcInfo], home: str,
+                 workdir: str) -> tuple[SegmentEffects, set[str]]:
     """The verifier's own trace from its script's mark on (segment 0), every path kept: tampering looks in system
-    directories too. Probes and kills of agent processes are reported under their agent pids."""
-    parser = TraceParser(untracked_prefixes=(), valid_marks={f"-1/{nonce}"})
+    directories too. Probes and kills of agent processes are reported under their agent pids. With the effects, the
+    paths that only its tools' start-up read (startup_reads.py)."""
+    parser = VerifierTraceParser(home, workdir, untracked_prefixes=(), valid_marks={f"-1/{nonce}"})
     for proc in agent_processes:
         if proc.pid in pid_map:
             parser.adopt_process(pid_map[proc.pid], proc.name, proc.owner)
@@ -113,7 +122,7 @@ def _parse_trace(path: Path, nonce: str, pid_map: dict[int, int], agent_processe
     reverse = {v: k for k, v in pid_map.items()}  # the verifier's own processes are no agent's
     effects.probed = [replace(p, pid=reverse[p.pid]) for p in effects.probed if p.pid in reverse]
     effects.killed = [replace(p, pid=reverse[p.pid]) for p in effects.killed if p.pid in reverse]
-    return effects
+    return effects, parser.startup_reads()
 
 
 def _kill_tree(proc: subprocess.Popen) -> None:
