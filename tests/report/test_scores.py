@@ -88,10 +88,10 @@ def test_auroc_ties_count_half_and_one_class_has_no_pair():
     assert trajectory_counts([1.0, 0.0], [1.0, 1.0], [0, 1], [True, True])["auroc_den"] == 0
 
 
-def test_weightings_cover_the_variants_the_betas_and_the_baselines():
+def test_weightings_cover_the_variants_the_betas_the_rewrite_reading_and_the_baselines():
     names = [w.name for w in weightings([0.25, 0.5, 1.0])]
     assert names == ["depgpo", "depgpo_binary_write", "depgpo_no_verifier_filter", "depgpo_no_read_credit",
-                     "depgpo_direct_only", "depgpo_beta0.25", "depgpo_beta1", "uniform", "last", "gigpo"]
+                     "depgpo_direct_only", "depgpo_beta0.25", "depgpo_beta1", "depgpo_rewrite_reset", "uniform", "last", "gigpo"]
 
 
 @pytest.mark.parametrize(("edit", "message"), [

@@ -66,12 +66,16 @@ class Weighting:
 
 
 def weightings(betas: list[float] | tuple[float, ...] = ()) -> list[Weighting]:
-    """Full DepGPO, its ablations, DepGPO at each other β, then the weightings without dependencies."""
+    """Full DepGPO, its ablations, DepGPO at each other β and with a whole rewrite resetting survival, then the
+    weightings without dependencies."""
     default = CreditConfig().beta
     rows = [Weighting("depgpo" if v == "full" else f"depgpo_{v}", "DepGPO" if v == "full" else f"DepGPO {v}",
                       "depgpo", CreditConfig(variant=v)) for v in VARIANTS]
     rows += [Weighting(f"depgpo_beta{b:g}", f"DepGPO β={b:g}", "depgpo", CreditConfig(beta=float(b)))
              for b in sorted(set(map(float, betas))) if b != default]
+    # The other reading of a whole rewrite (docs/credit-decisions.md#d-rewrite): earlier writers' lines are replaced.
+    rows.append(Weighting("depgpo_rewrite_reset", "DepGPO, rewrite resets", "depgpo",
+                          CreditConfig(survival_after_rewrite="reset")))
     return rows + [Weighting("uniform", "GRPO (uniform)", "uniform"), Weighting("last", "Last command only", "last"),
                    Weighting("gigpo", "GiGPO step advantage", "gigpo")]
 
