@@ -214,7 +214,7 @@ def merge(dirs: list[Path], out: Path) -> int:
     from depgpo.replay.run import fidelity
     from depgpo.replay.source import read_sources
 
-    rows = [row for d in dirs for row in read_rows(d / "fidelity.jsonl")]
+    rows = list({row["trial"]: row for d in dirs for row in reversed(read_rows(d / "fidelity.jsonl"))}.values())
     for row in rows:  # compared again with this code's normalisation (a run may predate a change to it)
         if row.get("trajectory"):
             row["fidelity"] = fidelity(read_sources(Path(row["path"]))[0],
@@ -222,6 +222,9 @@ def merge(dirs: list[Path], out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "fidelity.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (out / "fidelity.md").write_text(fidelity_table(rows) + "\n")
+    for d in dirs:  # a run cut short has not attached them yet
+        described = [i for i in map(describe, sorted((d / "trials").glob("*/*/*__*"))) if i is not None]
+        attach_gigpo_groups(d / "counterfactual", described)
     files = sorted(str(p) for d in dirs for p in (d / "counterfactual").glob("*.jsonl") if p.stat().st_size)
     code, stdout, stderr, _ = run([*DEPGPO, "report", "--counterfactuals", *files, "--name", "tb2", "--out",
                                    str(out / "report")], 1800)
