@@ -128,7 +128,12 @@ def attach_gigpo_groups(cf_dir: Path, described: list[dict]) -> None:
 
 
 def read_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def reproduced(row: dict) -> bool:
+    """The replay gave the reward the trial logged."""
+    return row.get("replayed_reward") is not None and row["replayed_reward"] == row["logged_reward"]
 
 
 def counterfactuals(task: str, rows: list[dict], cf_dir: Path, args) -> None:
@@ -138,9 +143,8 @@ def counterfactuals(task: str, rows: list[dict], cf_dir: Path, args) -> None:
     sink_path = cf_dir / f"{task}.jsonl"
     picked: Counter = Counter()
     for row in rows:
-        reproduced = row.get("replayed_reward") is not None and row["replayed_reward"] == row["logged_reward"]
         outcome = "pass" if row["logged_reward"] >= 1 else "fail"
-        if row["task"] != task or not reproduced or \
+        if row["task"] != task or not reproduced(row) or \
                 picked[outcome] >= (args.cf_pass if outcome == "pass" else args.cf_fail):
             continue
         picked[outcome] += 1
@@ -168,10 +172,10 @@ def run(command: list[str], timeout: float) -> tuple[int, str, str, float]:
         return 124, "", f"stopped after {timeout:g} s ({expired})", time.perf_counter() - started
 
 
-def replay(item: dict, tasks_dir: Path, out: Path, timeout: float, overrides: list[str]) -> dict:
+def replay(item: dict, tasks_dir: Path, out: Path, timeout: float) -> dict:
     target = out / "replays" / item["trial"]
     code, _, stderr, seconds = run([*DEPGPO, "replay", item["path"], "--task", str(tasks_dir / item["task"]),
-                                    "--timeout", str(timeout), "--out", str(target), *overrides], 40 * timeout)
+                                    "--timeout", str(timeout), "--out", str(target)], 40 * timeout)
     row = {**item, "replay_exit": code, "seconds": round(seconds, 1),
            "problems": [line for line in stderr.splitlines() if line.strip()][-5:]}
     path = target / "trajectory.json"
@@ -199,7 +203,7 @@ def fidelity_table(rows: list[dict]) -> str:
         by_task[row["task"]].append(row)
     for task, items in sorted(by_task.items()) + [("all", rows)]:
         replayed = [r for r in items if r.get("replayed_reward") is not None]
-        same = [r for r in replayed if r["replayed_reward"] == r["logged_reward"]]
+        same = [r for r in replayed if reproduced(r)]
         share = median([(r.get("fidelity") or {}).get("differing_share") for r in replayed])
         lines.append(f"| {task} | {len(items)} ({sum(r['logged_reward'] >= 1 for r in items)}) | {len(replayed)} | "
                      f"{len(same)} ({sum(r['logged_reward'] >= 1 for r in same)} pass) | "
@@ -270,15 +274,15 @@ def main() -> int:
         for n, item in enumerate([i for i in chosen if i["task"] == task], 1):
             if item["trial"] in {row["trial"] for row in read_rows(fidelity_path)}:
                 continue
-            row = replay(item, args.tasks_dir, out, args.timeout, [])
+            row = replay(item, args.tasks_dir, out, args.timeout)
             with fidelity_path.open("a") as sink:
                 sink.write(json.dumps(row) + "\n")
             print(f"[{task} {n}] {item['trial']}: logged {item['logged_reward']}, "
                   f"replayed {row.get('replayed_reward')}, {row['seconds']} s", flush=True)
         counterfactuals(task, read_rows(fidelity_path), cf_dir, args)
     rows = read_rows(fidelity_path)
-    picked = Counter((json.loads(line)["task"], "pass" if json.loads(line)["reward"] > 0 else "fail")
-                     for path in cf_dir.glob("*.jsonl") for line in path.read_text().splitlines() if line.strip())
+    picked = Counter((result["task"], "pass" if result["reward"] > 0 else "fail")
+                     for path in cf_dir.glob("*.jsonl") for result in read_rows(path))
 
     attach_gigpo_groups(cf_dir, described)
     files = sorted(str(p) for p in cf_dir.glob("*.jsonl") if p.stat().st_size)
@@ -287,8 +291,7 @@ def main() -> int:
     summary = {
         "trials_in_snapshot": len(trials), "files_absent": absent, "chosen": len(chosen),
         "replayed": sum(1 for r in rows if r.get("replayed_reward") is not None),
-        "reproduced": sum(1 for r in rows if r.get("replayed_reward") is not None
-                          and r["replayed_reward"] == r["logged_reward"]),
+        "reproduced": sum(map(reproduced, rows)),
         "tasks": len({r["task"] for r in rows}), "counterfactuals": {f"{t}:{o}": n for (t, o), n in picked.items()},
         "report_exit": report[0], "report_stderr": report[2][-2000:],
     }

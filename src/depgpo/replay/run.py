@@ -95,8 +95,9 @@ def fidelity(source: ReplaySource, trajectory: dict) -> dict:
 
 def same_observation(logged: str, replayed: str, pane: bool = False) -> bool:
     """Equal once terminal escapes, carriage returns, printed exit codes, listing times, blank lines and trailing
-    blanks are set aside, and a harness's "(no output)" read as nothing; or the logged text (a pane, a tool result with a header) contains the whole replayed output. A pane shows
-    the prompt and the typed command whatever the output, so a command that printed nothing matches any pane."""
+    blanks are set aside, and a harness's "(no output)" read as nothing; or the logged text (a pane, a tool result
+    with a header) contains the whole replayed output. A pane shows the prompt and the typed command whatever the
+    output, so a command that printed nothing matches any pane."""
     a, b = _normal(logged), _normal(replayed)
     return a == b or (bool(b) and b in a) or (pane and not b)
 

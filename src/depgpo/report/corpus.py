@@ -184,4 +184,3 @@ def counterfactual_report(paths: list[Path], out: Path, name: str) -> list[Path]
              *[f"- {line}" for line in summary_lines(missed)]]
     (out / "index.md").write_text("\n".join(lines) + "\n")
     return files
-

@@ -1,4 +1,5 @@
-"""Where full DepGPO's credit and the counterfactual labels disagree, command by command (docs/replay.md#where-credit-is-wrong).
+"""Where full DepGPO's credit and the counterfactual labels disagree, command by command
+(docs/replay.md#where-credit-is-wrong-and-why).
 
 The scores (report.scores) say how often credit misses; this lists each miss, so that causes can be read off and
 grouped: in a success, a **necessary** command (removing it lowered the reward) with q = 0, and a command with
@@ -14,7 +15,7 @@ from collections import Counter
 import pandas as pd
 
 from depgpo.credit import CreditConfig, credit_with_fallback
-from depgpo.report.scores import Counterfactual, labels
+from depgpo.report.scores import Counterfactual, labels, turn_count
 
 MISSED = "necessary, no credit"
 SPURIOUS = "credited, not necessary"
@@ -30,13 +31,11 @@ def disagreements(results: list[Counterfactual], config: CreditConfig | None = N
     for result in results:
         if not result.reproducible:
             continue
-        commands = result.commands
-        num_turns = max(int(result.trajectory.get("num_turns") or 0), max(c["turn"] for c in commands) + 1)
-        credit = credit_with_fallback(result.trajectory, config, num_turns)
+        credit = credit_with_fallback(result.trajectory, config, turn_count(result))
         q = {c.index: c.q for c in credit.commands}
         roles = {c.index: c.role for c in credit.commands}
         outcome, labelled = labels(result)
-        for command, label in zip(commands, labelled):
+        for command, label in zip(result.commands, labelled):
             if command.get("necessary") is None:  # not removed under a --removals budget
                 continue
             score = q.get(command["index"], 0.0)

@@ -196,11 +196,16 @@ def labels(result: Counterfactual) -> tuple[str, list[bool]]:
     return "failure", [(c["reward_without"] or 0.0) > result.reward for c in result.commands]
 
 
+def turn_count(result: Counterfactual) -> int:
+    """Model turns of the kept replay: its `num_turns`, at least one past its last command's turn."""
+    return max(int(result.trajectory.get("num_turns") or 0), max(c["turn"] for c in result.commands) + 1)
+
+
 def weights(weighting: Weighting, result: Counterfactual) -> tuple[list[float], list[float], str | None] | None:
     """(score per command, weight per turn, the credit's fallback reason), or None where the weighting is undefined
     for this trajectory (GiGPO without a recurring anchor state)."""
     trajectory, commands = result.trajectory, result.commands
-    num_turns = max(int(trajectory.get("num_turns") or 0), max(c["turn"] for c in commands) + 1)
+    num_turns = turn_count(result)
     if weighting.kind == "depgpo":
         credit = credit_with_fallback(trajectory, weighting.config, num_turns)
         q = {c.index: c.q for c in credit.commands}  # empty on a fallback: nothing credited, unit factors
