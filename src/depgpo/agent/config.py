@@ -17,7 +17,8 @@ from depgpo.env.sandbox.layout import SandboxLimits
 class AgentConfig:
     max_turns: int = 8
     max_context_tokens: int = 1024   # stop before the context outgrows the model (its position embeddings)
-    workers: int = 1                 # rollouts run side by side (threads: the model and the sandbox release the GIL)
+    workers: int = 1                 # episodes' commands run side by side (threads: the sandbox releases the GIL)
+    decode_batch: int = 32           # rollouts run in lock-step, their turns decoded as one batch (iter_rollouts)
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)
     credit: CreditConfig | None = None  # RL: each rollout's step factors, computed once as it ends
 
@@ -34,7 +35,7 @@ def agent_config(cfg: DictConfig, credit: bool = False) -> AgentConfig:
     if environment.wheel_cache:
         episode.wheel_cache = Path(environment.wheel_cache)
     return AgentConfig(max_turns=cfg.agent.max_turns, max_context_tokens=cfg.agent.max_context_tokens,
-                       workers=cfg.agent.workers, episode=episode,
+                       workers=cfg.agent.workers, decode_batch=cfg.agent.decode_batch, episode=episode,
                        credit=CreditConfig.from_mapping(OmegaConf.to_container(cfg.credit)) if credit else None)
 
 

@@ -14,13 +14,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from depgpo.agent.config import AgentConfig
 from depgpo.credit import CreditConfig, credit_with_fallback
-from depgpo.env.episode import Episode
+from depgpo.env.episode import Episode, HarnessFailure
 from depgpo.policy.chat import ParseError
 from depgpo.tasks import Task
+
+if TYPE_CHECKING:  # torch is not imported for an annotation
+    from depgpo.policy.generate import TurnOutput
 
 T, R = TypeVar("T"), TypeVar("R")
 
@@ -56,44 +59,133 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
+class _Attempt:
+    """One rollout as it runs: the model's context, the episode, and where the two stand. `run_rollout` takes one
+    to its end; `iter_rollouts` takes a batch of them a turn at a time, their turns decoded together."""
+
+    def __init__(self, policy, task: Task, config: AgentConfig, seed: int, out_dir: Path | None = None):
+        self.policy, self.task, self.config, self.seed = policy, task, config, seed
+        self.ctx = policy.start(task.instruction)
+        self.anchors: list[str] = []
+        self.observation = task.instruction  # the state the first turn acts on
+        self.finished = False  # the model said it was done
+        self.stopped = False   # no more turns: done, a limit reached, or the harness failed
+        self.episode = Episode(task, config.episode, out_dir=out_dir)
+        self._entered = False
+
+    def start(self) -> None:
+        """Start the sandbox. One that does not start (recorded by the episode) is a failed rollout, reward 0."""
+        try:
+            self.episode.__enter__()
+            self._entered = True
+        except Exception:
+            if not self.episode.failed:  # not the environment's failure: the stage should stop
+                raise
+            self.stopped = True
+
+    def wants_turn(self) -> bool:
+        """Whether the model takes another turn; if so, the turn's anchor (the observation it acts on) is recorded."""
+        if self.stopped or len(self.anchors) >= self.config.max_turns or \
+                len(self.ctx.token_ids) + self.policy.max_turn_tokens > self.config.max_context_tokens:
+            self.stopped = True
+            return False
+        self.anchors.append(_digest(self.observation))
+        return True
+
+    @property
+    def turn_seed(self) -> int:
+        return self.seed * 1000 + len(self.anchors) - 1
+
+    def act(self, out: TurnOutput) -> None:
+        """Run the turn's command in the sandbox and show the model what it printed."""
+        turn = len(self.anchors) - 1
+        if self.stopped:  # its sandbox failed to start while the turn was being decoded: no turn happened
+            self.ctx, self.anchors = self.policy.start(self.task.instruction), []
+            return
+        if out.command is None:
+            self.finished = self.stopped = True
+            return
+        if isinstance(out.command, ParseError):
+            self.observation = UNPARSEABLE_OBSERVATION
+            self.policy.observe(self.ctx, self.observation, None)
+            return
+        try:
+            record = self.episode.run_command(out.command, turn=turn)
+        except HarnessFailure:  # recorded in the trajectory, reward 0; the stage goes on
+            self.stopped = True
+            return
+        self.observation = record["observation"]
+        self.policy.observe(self.ctx, self.observation, record["exit_code"])
+
+    def finish(self) -> Rollout:
+        """Verify, close the sandbox, and make the rollout (with its credit, where the config asks for it)."""
+        self.close(verify=True)
+        trajectory = self.episode.trajectory()
+        trajectory["num_turns"] = len(self.anchors)
+        ctx = self.ctx
+        rollout = Rollout(
+            task_id=self.task.id, trajectory=trajectory, prompt_ids=list(ctx.prompt_ids),
+            response_ids=list(ctx.response_ids), response_mask=list(ctx.response_mask), turn_ids=list(ctx.turn_ids),
+            old_logprobs=list(ctx.response_logprobs), num_turns=len(self.anchors), anchor_keys=self.anchors,
+            finished=self.finished,
+        )
+        return assign_credit(rollout, self.config.credit) if self.config.credit is not None else rollout
+
+    def close(self, verify: bool = False, error: BaseException | None = None) -> None:
+        if not self._entered:
+            return
+        self._entered = False
+        try:
+            if verify:
+                self.episode.verify()  # records a harness failure rather than raising
+        finally:
+            self.episode.__exit__(type(error) if error else None, error, None)
+
+
 def run_rollout(policy, task: Task, config: AgentConfig, seed: int, out_dir: Path | None = None) -> Rollout:
     """Let `policy` (a depgpo.policy.generate.Policy) work on `task` in a fresh sandbox. A harness failure (the
     sandbox would not start, or failed on a command) is a failed rollout, reward 0, recorded in its trajectory."""
-    ctx = policy.start(task.instruction)
-    anchors: list[str] = []
-    observation = task.instruction  # the state the first turn acts on
-    finished = False
-    episode = Episode(task, config.episode, out_dir=out_dir)
+    attempt = _Attempt(policy, task, config, seed, out_dir)
+    attempt.start()
     try:
-        with episode:
-            for turn in range(config.max_turns):
-                if len(ctx.token_ids) + policy.max_turn_tokens > config.max_context_tokens:
+        while attempt.wants_turn():
+            attempt.act(policy.next_turn(attempt.ctx, rng_seed=attempt.turn_seed))
+    except BaseException as e:  # the policy's own error: the sandbox is closed, the stage stops
+        attempt.close(error=e)
+        raise
+    return attempt.finish()
+
+
+def run_rollouts(policy, jobs: list[tuple[Task, int]], config: AgentConfig) -> list[Rollout]:
+    """run_rollout for each (task, seed), in lock-step: each turn, the turns of every rollout still running are
+    decoded as one batch (`Policy.next_turns`), then their commands run side by side, `config.workers` at a time,
+    each in its own sandbox. Sandboxes start while the first turns are decoded, and verify and close side by side.
+
+    A rollout's draws come from its own seeded generator and the batch is the same whatever `workers` is, so the
+    results do not depend on it; they depend on `decode_batch` only as far as batched arithmetic rounds differently.
+    """
+    attempts = [_Attempt(policy, task, config, seed) for task, seed in jobs]
+    with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
+        try:
+            starting = [pool.submit(attempt.start) for attempt in attempts]
+            while True:
+                turn_takers = [attempt for attempt in attempts if attempt.wants_turn()]
+                if starting:  # decoded the first turns meanwhile
+                    for future in starting:
+                        future.result()
+                    starting = []
+                if not turn_takers:
                     break
-                anchors.append(_digest(observation))
-                out = policy.next_turn(ctx, rng_seed=seed * 1000 + turn)
-                if out.command is None:
-                    finished = True
-                    break
-                if isinstance(out.command, ParseError):
-                    observation = UNPARSEABLE_OBSERVATION
-                    policy.observe(ctx, observation, None)
-                    continue
-                record = episode.run_command(out.command, turn=turn)
-                observation = record["observation"]
-                policy.observe(ctx, observation, record["exit_code"])
-            episode.verify()
-    except Exception:
-        if not episode.failed:  # the policy's own error, not the environment's: the stage should stop
+                turns = policy.next_turns([a.ctx for a in turn_takers], [a.turn_seed for a in turn_takers])
+                list(pool.map(_Attempt.act, turn_takers, turns))
+            return list(pool.map(_Attempt.finish, attempts))
+        except BaseException as e:  # the policy's own error: every sandbox is closed, the stage stops
+            for future in starting:
+                future.cancel()
+            pool.shutdown(wait=True)
+            for attempt in attempts:
+                attempt.close(error=e)
             raise
-        # else the sandbox did not start or the harness failed on a command: recorded, reward 0, the stage goes on
-    trajectory = episode.trajectory()
-    trajectory["num_turns"] = len(anchors)
-    rollout = Rollout(
-        task_id=task.id, trajectory=trajectory, prompt_ids=list(ctx.prompt_ids), response_ids=list(ctx.response_ids),
-        response_mask=list(ctx.response_mask), turn_ids=list(ctx.turn_ids), old_logprobs=list(ctx.response_logprobs),
-        num_turns=len(anchors), anchor_keys=anchors, finished=finished,
-    )
-    return assign_credit(rollout, config.credit) if config.credit is not None else rollout
 
 
 def assign_credit(rollout: Rollout, config: CreditConfig) -> Rollout:
@@ -118,11 +210,10 @@ def map_in_threads(function: Callable[[T], R], items: list[T], workers: int) -> 
 
 
 def iter_rollouts(policy, jobs: list[tuple[Task, int]], config: AgentConfig) -> Iterator[Rollout]:
-    """run_rollout for each (task, seed), `config.workers` at a time, yielded in the order of `jobs`.
-
-    Each rollout draws from its own seeded generator, so the results do not depend on the number of workers.
-    """
-    return map_in_threads(lambda job: run_rollout(policy, job[0], config, job[1]), jobs, config.workers)
+    """run_rollouts over `jobs` in batches of `config.decode_batch`, yielded in the order of `jobs`."""
+    size = max(1, config.decode_batch)
+    for first in range(0, len(jobs), size):
+        yield from run_rollouts(policy, jobs[first:first + size], config)
 
 
 def attempt_tasks(policy, tasks: list[Task], attempts: int, config: AgentConfig, seed: int,

@@ -40,10 +40,16 @@ class ServerPolicy(Policy):
         self.sampling_params = {**sampling_params, "max_tokens": max_turn_tokens, "stop_token_ids": [self.stop_id]}
 
     def generate(self, context_ids: list[int], rng_seed: int) -> tuple[list[int], list[float]]:
-        call = self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=list(context_ids),
-                                            sampling_params={**self.sampling_params, "seed": rng_seed})
-        output: TokenOutput = asyncio.run_coroutine_threadsafe(call, self.event_loop).result()
-        return list(output.token_ids), list(output.log_probs or [0.0] * len(output.token_ids))
+        return self.generate_batch([context_ids], [rng_seed])[0]
+
+    def generate_batch(self, contexts: list[list[int]], rng_seeds: list[int]) -> list[tuple[list[int], list[float]]]:
+        """The requests sent together; the servers batch them."""
+        pending = [asyncio.run_coroutine_threadsafe(
+            self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=list(context_ids),
+                                         sampling_params={**self.sampling_params, "seed": rng_seed}), self.event_loop)
+            for context_ids, rng_seed in zip(contexts, rng_seeds)]
+        outputs: list[TokenOutput] = [future.result() for future in pending]
+        return [(list(o.token_ids), list(o.log_probs or [0.0] * len(o.token_ids))) for o in outputs]
 
 
 class HFServerManager:

@@ -4,6 +4,7 @@
     ctx = policy.start(instruction)
     turn = policy.next_turn(ctx, rng_seed=7)        # turn.command: str, None (<done/>) or ParseError
     policy.observe(ctx, output, exit_code)          # after running turn.command in the sandbox
+    turns = policy.next_turns([ctx1, ctx2], rng_seeds=[7, 8])   # one turn of each, decoded together
 
 `Context` holds the episode in verl's multi-turn layout (AgentLoopOutput): `prompt_ids`, then `response_ids` with
 `response_mask` 1 on tokens the model sampled and 0 on template and observation tokens, `response_logprobs`
@@ -11,7 +12,9 @@
 the mask is exactly one turn.
 
 Sampling re-encodes the whole context at the start of every turn, then extends a KV cache token by token: simple,
-and cheap next to running the command.
+and cheap next to running the command. `next_turns` decodes the turns of several contexts as one batch (left-padded,
+one forward per token for the sequences still running), each with its own seeded generator: a rollout's draws do not
+depend on which others share its batch, and its tokens only as far as batched arithmetic rounds differently.
 """
 
 from __future__ import annotations
@@ -84,7 +87,14 @@ class Policy:
         return Context(prompt_ids=tokenize(self.tokenizer, render_prompt(instruction)))
 
     def next_turn(self, ctx: Context, rng_seed: int) -> TurnOutput:
-        token_ids, logprobs = self.generate(ctx.token_ids, rng_seed)
+        return self._add_turn(ctx, *self.generate(ctx.token_ids, rng_seed))
+
+    def next_turns(self, contexts: list[Context], rng_seeds: list[int]) -> list[TurnOutput]:
+        """One turn for each context, generated together (`generate_batch`)."""
+        generated = self.generate_batch([ctx.token_ids for ctx in contexts], rng_seeds)
+        return [self._add_turn(ctx, token_ids, logprobs) for ctx, (token_ids, logprobs) in zip(contexts, generated)]
+
+    def _add_turn(self, ctx: Context, token_ids: list[int], logprobs: list[float]) -> TurnOutput:
         ctx.add_turn(token_ids, logprobs)
         if token_ids[-1] != self.stop_id:
             ctx.add_context([self.stop_id])  # close a cut-off turn, so the context stays well-formed ChatML
@@ -97,6 +107,14 @@ class Policy:
     def generate(self, context_ids: list[int], rng_seed: int) -> tuple[list[int], list[float]]:
         """One assistant turn's tokens and their logprobs (the backend: subclasses may ask a server instead)."""
         return self._sample(context_ids, torch.Generator(device=self.model.device).manual_seed(rng_seed))
+
+    def generate_batch(self, contexts: list[list[int]], rng_seeds: list[int]) -> list[tuple[list[int], list[float]]]:
+        """`generate` for several contexts at once: one batched forward pass per token (subclasses that ask a server
+        send the requests together instead)."""
+        if len(contexts) == 1:
+            return [self.generate(contexts[0], rng_seeds[0])]
+        generators = [torch.Generator(device=self.model.device).manual_seed(seed) for seed in rng_seeds]
+        return self._sample_batch(contexts, generators)
 
     @torch.inference_mode()
     def _sample(self, context_ids: list[int], generator: torch.Generator) -> tuple[list[int], list[float]]:
@@ -112,6 +130,46 @@ class Policy:
                 return token_ids, logprobs
             output = self.model(input_ids=torch.tensor([[token]], device=device),
                                 past_key_values=output.past_key_values, use_cache=True)
+
+    @torch.inference_mode()
+    def _sample_batch(self, contexts: list[list[int]], generators: list[torch.Generator]
+                      ) -> list[tuple[list[int], list[float]]]:
+        """Left-padded contexts decoded together; a row leaves the batch (and its KV cache) when its turn ends."""
+        device, width = self.model.device, max(len(c) for c in contexts)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_id
+        input_ids = torch.full((len(contexts), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(contexts), width), dtype=torch.long)
+        for row, context in enumerate(contexts):
+            input_ids[row, width - len(context):] = torch.tensor(context)
+            attention[row, width - len(context):] = 1
+        positions = (attention.cumsum(1) - 1).clamp(min=0)  # each row's positions as if it were alone
+        attention, positions = attention.to(device), positions.to(device)
+        output = self.model(input_ids=input_ids.to(device), attention_mask=attention, position_ids=positions,
+                            use_cache=True, logits_to_keep=1)
+        cache, logits = output.past_key_values, output.logits[:, -1].float()
+        next_position = positions[:, -1:] + 1
+        results: list[tuple[list[int], list[float]]] = [([], []) for _ in contexts]
+        running = list(range(len(contexts)))  # rows still decoding, in the order of the batch's rows
+        while True:
+            tokens, keep = [], []
+            for row_in_batch, row in enumerate(running):
+                token, logprob = self._draw(logits[row_in_batch], generators[row])
+                results[row][0].append(token)
+                results[row][1].append(logprob)
+                if token != self.stop_id and len(results[row][0]) < self.max_turn_tokens:
+                    tokens.append(token)
+                    keep.append(row_in_batch)
+            if not keep:
+                return results
+            if len(keep) < len(running):  # drop the finished rows from everything the next step reads
+                index = torch.tensor(keep, device=device)
+                cache.batch_select_indices(index)
+                attention, next_position = attention[index], next_position[index]
+                running = [running[i] for i in keep]
+            attention = torch.cat([attention, attention.new_ones((len(running), 1))], dim=1)
+            output = self.model(input_ids=torch.tensor([[t] for t in tokens], device=device), attention_mask=attention,
+                                position_ids=next_position, past_key_values=cache, use_cache=True)
+            cache, logits, next_position = output.past_key_values, output.logits[:, -1].float(), next_position + 1
 
     def _draw(self, logits: torch.Tensor, generator: torch.Generator) -> tuple[int, float]:
         if self.temperature == 0:
