@@ -124,6 +124,7 @@ def build_multi_seed_results(root: Path) -> Path:
 
 TABLES = ["table1", "table2", "table6", "table9", "table10", "table11", "table_scores"]
 FIGURES = ["fig1a", "fig1b", "fig1d", "fig5", "fig6", "fig_scores"]
+RL_TABLES = ["rl_vs_frozen", "power"]  # written where the frozen control and the jobs' benchmark files are
 
 
 def report(results: Path, *options: str) -> int:
@@ -140,9 +141,21 @@ def markdown_cells(path: Path) -> dict[str, dict[str, str]]:
     return {row[0]: dict(zip(header[1:], row[1:])) for row in body}
 
 
+def write_benchmarks(results: Path, setting: Setting, runs, seeds, rl_s: float = 60.0, eval_s: float = 20.0) -> None:
+    """Snakemake's benchmark files of the RL and evaluation jobs (the seconds in column `s`)."""
+    folder = results / "benchmarks" / setting.model / setting.data
+    folder.mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        for seed in seeds:
+            for stage, seconds in (("rl", rl_s), ("eval", eval_s)):
+                (folder / f"{stage}_{run}_seed{seed}.tsv").write_text(f"s\th:m:s\n{seconds}\t0:00:{int(seconds)}\n")
+
+
 @pytest.fixture(scope="module")
 def full_report(tmp_path_factory) -> Path:
     results = build_results(tmp_path_factory.mktemp("results"))
+    write_frozen(results, SEEDS)  # rl_vs_frozen and power read the control and the jobs' benchmark files
+    write_benchmarks(results, SETA, ("grpo", "depgpo"), SEEDS)
     assert report(results) == 0
     return results / "report"
 
@@ -151,14 +164,14 @@ def full_report(tmp_path_factory) -> Path:
 
 
 def test_every_table_and_figure_is_written(full_report):
-    for name in TABLES:
+    for name in TABLES + RL_TABLES:
         for suffix in (".csv", ".md", ".tex"):
             assert (full_report / f"{name}{suffix}").stat().st_size > 0, f"{name}{suffix}"
     for name in FIGURES:
         for suffix in (".png", ".pdf"):
             assert (full_report / f"{name}{suffix}").stat().st_size > 0, f"{name}{suffix}"
     index = (full_report / "index.md").read_text()
-    assert all(f"**{name}**" in index for name in TABLES + FIGURES)
+    assert all(f"**{name}**" in index for name in TABLES + RL_TABLES + FIGURES)
     assert index.split("## Missing")[1].strip() == "- nothing"
 
 
@@ -419,10 +432,15 @@ def test_fig5_reads_methods_against_the_frozen_control(tmp_path):
     write_frozen(results, SEEDS)
     tree = ResultsTree(results)
     gain = gain_over_frozen(tree.run_metrics(SETA, "grpo"), tree.run_metrics(SETA, "frozen"))
-    assert gain == pytest.approx(statistics.fmean(0.05 * u for u in range(UPDATES)) + 0.02 * statistics.fmean(SEEDS))
-    assert legend(fig5(tree, SETA).figure.axes[0]) == [
-        "DepGPO, 2 seeds (+0.11 vs frozen)", "GRPO, 2 seeds (+0.11 vs frozen)", "GiGPO, 2 seeds (+0.11 vs frozen)",
+    # update 0 is left out: both are still the SFT policy there (depgpo.report.rl_gain)
+    assert gain == pytest.approx(statistics.fmean(0.05 * u for u in range(1, UPDATES)) + 0.02 * statistics.fmean(SEEDS))
+    figure = fig5(tree, SETA).figure
+    assert legend(figure.axes[0]) == [
+        "DepGPO, 2 seeds (+0.14 vs frozen)", "GRPO, 2 seeds (+0.14 vs frozen)", "GiGPO, 2 seeds (+0.14 vs frozen)",
         "SFT policy, frozen (same draws), 2 seeds"]
+    gains = figure.axes[4]  # panel (e): every run's gain over the control, with its interval (rl_vs_frozen.csv)
+    assert gains.get_title().startswith("(e) training reward")
+    assert len(gains.get_yticklabels()) == len(LEVELS) - 1  # every RL run (not the SFT policy)
     # without the control (the paper's grid), the labels are the methods' names and seeds alone
     plain = fig5(ResultsTree(build_results(tmp_path / "plain")), SETA).figure
     assert legend(plain.axes[0]) == ["DepGPO, 2 seeds", "GRPO, 2 seeds", "GiGPO, 2 seeds"]
@@ -435,13 +453,13 @@ def test_fig5_draws_the_mean_over_seeds_and_their_range(tmp_path):
     results = build_multi_seed_results(tmp_path / "results")
     write_frozen(results, MULTI_SEED_OFFSET)
     reward = fig5(ResultsTree(results), SETA).figure.axes[0]
-    # GiGPO has seed 0 alone: its gain pairs with the control's seed 0; the others' with seeds 0-2 (0.02 x 1 more)
-    assert legend(reward) == ["DepGPO, 3 seeds (+0.12 vs frozen)", "GRPO, 3 seeds (+0.12 vs frozen)",
-                              "GiGPO (+0.10 vs frozen)", "SFT policy, frozen (same draws), 3 seeds"]
+    # GiGPO has seed 0 alone: its gain pairs with the control's seed 0 (0.125); the others' with seeds 0-2 (0.145)
+    assert legend(reward) == ["DepGPO, 3 seeds (+0.14 vs frozen)", "GRPO, 3 seeds (+0.14 vs frozen)",
+                              "GiGPO (+0.12 vs frozen)", "SFT policy, frozen (same draws), 3 seeds"]
     lines = {line.get_label(): line for line in reward.get_lines()}
-    depgpo = lines["DepGPO, 3 seeds (+0.12 vs frozen)"]
+    depgpo = lines["DepGPO, 3 seeds (+0.14 vs frozen)"]
     assert list(depgpo.get_ydata()) == pytest.approx([0.1 * u + 0.02 for u in range(UPDATES)])  # mean of 0, .02, .04
-    assert list(lines["GiGPO (+0.10 vs frozen)"].get_ydata()) == pytest.approx([0.1 * u for u in range(UPDATES)])
+    assert list(lines["GiGPO (+0.12 vs frozen)"].get_ydata()) == pytest.approx([0.1 * u for u in range(UPDATES)])
     bands = [band for band in reward.collections if band.get_paths()]
     assert len(bands) == 3  # DepGPO, GRPO and the control: GiGPO's single seed has none
     heights = bands[0].get_paths()[0].vertices[:, 1]

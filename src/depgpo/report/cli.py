@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build_report(results: Path, out: Path, setting: str | None = None) -> dict[str, list]:
     """Write every output that its inputs allow; returns {"produced": [(name, files, notes)],
     "missing": [(name, reason)]} and writes the same as out/index.md."""
-    from depgpo.report import figures, scores, tables
+    from depgpo.report import figures, power, rl_gain, scores, tables
     from depgpo.report.load import MissingInput, ResultsTree, Setting
 
     tree = ResultsTree(results)
@@ -60,7 +60,8 @@ def build_report(results: Path, out: Path, setting: str | None = None) -> dict[s
     builders = {"table1": tables.table1, "table2": tables.table2, "table6": tables.table6, "table9": tables.table9,
                 "table10": tables.table10, "table11": tables.table11, "fig1a": figures.fig1a,
                 "fig1b": figures.fig1b, "fig1d": figures.fig1d, "fig5": figures.fig5, "fig6": figures.fig6,
-                "table_scores": scores.table_scores, "fig_scores": scores.figure_scores}
+                "table_scores": scores.table_scores, "fig_scores": scores.figure_scores,
+                "rl_vs_frozen": rl_gain.rl_vs_frozen, "power": power.power}
     report: dict[str, list] = {"produced": [], "missing": []}
     outputs = {}
     for name, build in builders.items():  # all of them before writing any: a malformed input (BadInput) writes nothing

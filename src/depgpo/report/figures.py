@@ -18,6 +18,7 @@ from matplotlib.ticker import MaxNLocator
 
 from depgpo.algos.methods import estimators, methods
 from depgpo.report.load import MissingInput, ResultsTree, Setting
+from depgpo.report.rl_gain import paired_gains, rl_vs_frozen
 from depgpo.report.stats import Interval, match_attempts, paired_difference
 from depgpo.report.tables import TEST_SETS
 
@@ -150,11 +151,10 @@ def shade_late_window(ax: Axes, updates: pd.Series) -> None:
 
 
 def gain_over_frozen(metrics: pd.DataFrame, frozen: pd.DataFrame) -> float:
-    """Mean training reward minus the frozen twin's, over the (seed, update) pairs both have: the part of the reward
-    that the updates made, with the tasks drawn and the sampling seeds held equal."""
-    key = ["seed", "update"]
-    both = metrics[[*key, REWARD]].merge(frozen[[*key, REWARD]], on=key, suffixes=("", "_frozen")).dropna()
-    return float((both[REWARD] - both[f"{REWARD}_frozen"]).mean()) if len(both) else float("nan")
+    """Mean training reward minus the frozen twin's over the (seed, update ≥ 1) pairs both have
+    (depgpo.report.rl_gain): the part of the reward that the updates made, draws and sampling seeds held equal."""
+    pairs = paired_gains(metrics, frozen, REWARD)
+    return float(pairs.d.mean()) if len(pairs) else float("nan")
 
 
 def fig5(tree: ResultsTree, focal: Setting) -> Plot:
@@ -175,8 +175,8 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
     except MissingInput:  # the control is optional (config `controls`); the paper's grid has none
         frozen = None
     updates = pd.concat([metrics["update"] for metrics in runs.values()])
-    figure = Figure(figsize=(16, 3.4), layout="constrained")
-    axes = figure.subplots(1, 4)
+    figure = Figure(figsize=(16 if frozen is None else 20, 3.4), layout="constrained")
+    axes = figure.subplots(1, 4 if frozen is None else 5)
     panels = [*TRAINING_PANELS, (STEP_FACTOR_STD, "(d) DepGPO step-factor std", False)]
     for ax, (key, title, log_scale) in zip(axes, panels):
         for run, metrics in runs.items():
@@ -198,9 +198,24 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("update")
     axes[0].legend(fontsize=8)
+    if frozen is not None:
+        draw_gains(axes[4], rl_vs_frozen(tree, focal).numbers, curves)
     figure.suptitle(f"{focal.label}: mean over seeds per update, band: min–max over seeds (grey: the last third of "
                     "the updates)", fontsize=10)
     return Plot(figure, notes)
+
+
+def draw_gains(ax: Axes, gains: pd.DataFrame, curves: dict) -> None:
+    """Panel (e): each run's training reward minus the frozen control's (rl_vs_frozen.csv) with its 95% interval."""
+    gains = gains.sort_values("diff").reset_index(drop=True)
+    for y, row in enumerate(gains.to_dict("records")):
+        color = curves[row["run"]].color if row["run"] in curves else "0.3"
+        below, above = (0.0 if math.isnan(v) else v for v in (row["diff"] - row["ci_low"], row["ci_high"] - row["diff"]))
+        ax.errorbar(row["diff"], y, xerr=[[below], [above]], fmt="o", color=color, markersize=4, capsize=2)
+    ax.axvline(0, color="0.4", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(len(gains)), labels=gains.run, fontsize=7)
+    ax.set_title("(e) training reward − frozen control's", fontsize=10)
+    ax.set_xlabel("points, 95% interval (seeds × updates)")
 
 
 # ---------------------------------------------------------------------- Figure 6
