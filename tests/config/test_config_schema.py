@@ -63,7 +63,7 @@ def test_the_schema_sets_defaults_and_accepts_the_slurm_profiles_config():
 
 
 @pytest.mark.parametrize("config, message", [
-    ({"scale": "huge"}, "'huge' is not one of ['tiny', 'ci', 'paper']"),
+    ({"scale": "huge"}, "'huge' is not one of ['tiny', 'ci', 'paper', 'tiny-rl']"),
     ({"launcher": "slurm"}, "'slurm' is not one of ['none', 'submitit']"),
     ({"scael": "ci"}, "'scael' was unexpected"),
 ])
