@@ -214,6 +214,7 @@ def draw_gains(ax: Axes, gains: pd.DataFrame, curves: dict) -> None:
         ax.errorbar(row["diff"], y, xerr=[[below], [above]], fmt="o", color=color, markersize=4, capsize=2)
     ax.axvline(0, color="0.4", linewidth=0.8, linestyle="--")
     ax.set_yticks(range(len(gains)), labels=gains.run, fontsize=7)
+    ax.set_ylim(-0.75, len(gains) - 0.25)
     ax.set_title("(e) training reward − frozen control's", fontsize=10)
     ax.set_xlabel("points, 95% interval (seeds × updates)")
 
