@@ -436,7 +436,8 @@ def test_fig5_reads_methods_against_the_frozen_control(tmp_path):
     assert gain == pytest.approx(statistics.fmean(0.05 * u for u in range(1, UPDATES)) + 0.02 * statistics.fmean(SEEDS))
     figure = fig5(tree, SETA).figure
     assert legend(figure.axes[0]) == [
-        "DepGPO, 2 seeds (+0.14 vs frozen)", "GRPO, 2 seeds (+0.14 vs frozen)", "GiGPO, 2 seeds (+0.14 vs frozen)",
+        "DepGPO, 2 seeds (+13.5 points vs frozen)", "GRPO, 2 seeds (+13.5 points vs frozen)",
+        "GiGPO, 2 seeds (+13.5 points vs frozen)",
         "SFT policy, frozen (same draws), 2 seeds"]
     gains = figure.axes[4]  # panel (e): every run's gain over the control, with its interval (rl_vs_frozen.csv)
     assert gains.get_title().startswith("(e) training reward")
@@ -454,12 +455,12 @@ def test_fig5_draws_the_mean_over_seeds_and_their_range(tmp_path):
     write_frozen(results, MULTI_SEED_OFFSET)
     reward = fig5(ResultsTree(results), SETA).figure.axes[0]
     # GiGPO has seed 0 alone: its gain pairs with the control's seed 0 (0.125); the others' with seeds 0-2 (0.145)
-    assert legend(reward) == ["DepGPO, 3 seeds (+0.14 vs frozen)", "GRPO, 3 seeds (+0.14 vs frozen)",
-                              "GiGPO (+0.12 vs frozen)", "SFT policy, frozen (same draws), 3 seeds"]
+    assert legend(reward) == ["DepGPO, 3 seeds (+14.5 points vs frozen)", "GRPO, 3 seeds (+14.5 points vs frozen)",
+                              "GiGPO (+12.5 points vs frozen)", "SFT policy, frozen (same draws), 3 seeds"]
     lines = {line.get_label(): line for line in reward.get_lines()}
-    depgpo = lines["DepGPO, 3 seeds (+0.14 vs frozen)"]
+    depgpo = lines["DepGPO, 3 seeds (+14.5 points vs frozen)"]
     assert list(depgpo.get_ydata()) == pytest.approx([0.1 * u + 0.02 for u in range(UPDATES)])  # mean of 0, .02, .04
-    assert list(lines["GiGPO (+0.12 vs frozen)"].get_ydata()) == pytest.approx([0.1 * u for u in range(UPDATES)])
+    assert list(lines["GiGPO (+12.5 points vs frozen)"].get_ydata()) == pytest.approx([0.1 * u for u in range(UPDATES)])
     bands = [band for band in reward.collections if band.get_paths()]
     assert len(bands) == 3  # DepGPO, GRPO and the control: GiGPO's single seed has none
     heights = bands[0].get_paths()[0].vertices[:, 1]

@@ -26,25 +26,38 @@ def test_gains_pair_seed_and_update_and_leave_update_0_out():
     pairs = paired_gains(run, frozen)
     assert sorted(zip(pairs.seed, pairs["update"], pairs.d)) == [(0, 1, 0.25), (0, 2, 0.0), (1, 1, 0.25)]
     gain = gain_interval(pairs)
-    assert gain.mean == pytest.approx(0.5 / 3) and (gain.n_tasks, gain.n_units) == (2, 3)
-    assert gain.low <= gain.mean <= gain.high
-    assert gain_interval(pairs) == gain  # seeded: the same interval every call
+    assert gain.mean == pytest.approx((0.125 + 0.25) / 2)  # the mean of the seeds' means
+    assert (gain.n_tasks, gain.n_units) == (2, 3)
+    # Student's t over 2 seed means (1 degree of freedom): 12.706 x sd / sqrt(2)
+    half = 12.706 * statistics.stdev([0.125, 0.25]) / math.sqrt(2)
+    assert (gain.low, gain.high) == pytest.approx((gain.mean - half, gain.mean + half))
 
 
-def test_a_constant_gain_has_an_interval_of_zero_width_and_no_pair_gives_nan():
+def test_one_seed_has_no_interval_and_equal_seeds_one_of_zero_width():
     pairs = pd.DataFrame({"seed": [0, 0, 1, 1], "update": [1, 2, 1, 2], "d": [0.1] * 4})
     gain = gain_interval(pairs)
     assert (gain.mean, gain.low, gain.high) == pytest.approx((0.1, 0.1, 0.1))
+    alone = gain_interval(pairs[pairs.seed == 0].assign(d=[0.0, 0.2]))
+    assert alone.mean == pytest.approx(0.1) and math.isnan(alone.low) and math.isnan(alone.high)
     assert math.isnan(gain_interval(pairs.iloc[:0]).mean)
 
 
-def test_seeds_that_disagree_widen_the_interval_more_than_updates_that_disagree():
-    """Two-level resampling: the same eight gains, split between seeds or within them."""
+def test_seeds_that_disagree_widen_the_interval_and_updates_that_disagree_do_not():
+    """The seeds are the units: the same eight gains, split between seeds or within them."""
     between = pd.DataFrame({"seed": [0] * 4 + [1] * 4, "update": [1, 2, 3, 4] * 2, "d": [0.0] * 4 + [0.2] * 4})
     within = between.assign(d=[0.0, 0.2] * 4)
     wide, narrow = gain_interval(between), gain_interval(within)
     assert wide.mean == narrow.mean == pytest.approx(0.1)
-    assert wide.high - wide.low > narrow.high - narrow.low
+    assert wide.high - wide.low > 0 and narrow.high - narrow.low == pytest.approx(0.0)
+
+
+def test_dynamic_sampling_ends_a_seeds_pairs_at_its_first_dropped_group():
+    """DAPO's draws leave the control's once a group is dropped, and its reward then averages the kept groups."""
+    run = frame([(0, 0, 0.5), (0, 1, 0.75), (0, 2, 0.5), (0, 3, 1.0), (1, 0, 0.5), (1, 1, 0.5)])
+    run["dapo/dropped_groups"] = [0, 0, 2, 0, 1, 0]
+    frozen = frame([(s, u, 0.5) for s in (0, 1) for u in range(4)])
+    pairs = paired_gains(run, frozen)
+    assert sorted(zip(pairs.seed, pairs["update"])) == [(0, 1)]  # seed 0 until update 2; seed 1 dropped at 0
 
 
 def test_rl_vs_frozen_has_one_row_per_run_in_points(tmp_path):
@@ -98,5 +111,9 @@ def test_power_table_from_a_three_seed_tree(tmp_path):
     assert (numbers.measured_seeds == 3).all() and (numbers.difference == DIFFERENCE).all()
     reachable = numbers[np.isfinite(numbers.tasks)]
     assert (reachable.tasks.diff().dropna() <= 0).all()  # more seeds never need more tasks
-    assert (reachable.hours.diff().dropna() > 0).all() or len(reachable) < 2
-    assert "Measured on 3 seeds" in table.notes[0]
+    assert (numbers.tasks_without_seed_variance <= numbers.tasks).all()
+    # the cost: per seed both methods' RL (2 x 90 s), and per task 4 attempts (2 rounds x 2 test sets) of both
+    # methods at (10 + 10) s / 40 attempts each; two jobs at a time
+    expected = reachable.seeds * (180 + reachable.tasks * 4 * 0.5) / 2 / 3600
+    assert list(reachable.hours) == pytest.approx(list(expected))
+    assert "Measured on 3 seeds × 10 tasks" in table.notes[0]

@@ -188,7 +188,7 @@ def fig5(tree: ResultsTree, focal: Setting) -> Plot:
             label, color = seeds_label(curves[run].label, metrics), curves[run].color
             gain = gain_over_frozen(metrics, frozen) if key == REWARD and frozen is not None else math.nan
             if not math.isnan(gain):  # nan: no (seed, update) in common with the control
-                label = f"{label} ({gain:+.2f} vs frozen)"
+                label = f"{label} ({100 * gain:+.1f} points vs frozen)"
             plot_curve(ax, metrics.dropna(subset=[key]), key, label, color)
         if key == REWARD and frozen is not None:
             plot_curve(ax, frozen, key, seeds_label("SFT policy, frozen (same draws)", frozen), "0.4", linestyle="--")

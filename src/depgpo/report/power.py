@@ -8,8 +8,8 @@ taken as 0), from the seeds and tasks with an attempt of both runs in every cell
 T tasks estimates μ with variance σ²_seed / S + σ²_task / T + σ²_rest / (S T); it detects DIFFERENCE points with
 POWER at a two-sided LEVEL when (z_(1 − α/2) + z_power) × its standard error ≤ DIFFERENCE.
 
-The cost of such a run is measured, not modelled: the RL jobs' and evaluation jobs' seconds in this results tree's
-Snakemake benchmarks (`benchmarks/{model}/{data}/rl_{run}_seed{s}.tsv`, `eval_{run}_seed{s}.tsv`), scaled to S seeds
+The cost of such a run is extrapolated linearly from measured times: the RL jobs' and evaluation jobs' seconds in
+this results tree's Snakemake benchmarks (`benchmarks/{model}/{data}/rl_{run}_seed{s}.tsv`, `eval_{run}_seed{s}.tsv`), scaled to S seeds
 of both methods and T tasks, run JOBS at a time as the tiny DAG does. SFT and filtering, shared by every seed, are
 left out.
 """
@@ -30,8 +30,8 @@ POWER = 0.8
 LEVEL = 0.95
 SEEDS = (3, 5, 10, 20, 50)  # the designs the table prints
 MAX_TASKS = 100_000  # above this, a design is called out of reach
-JOBS = 2  # Snakemake jobs at a time on the 2-core machine (the README's command): a job keeps about one core busy
-NODE_CORES = 16  # a GPU node as the lent ones (one GPU, 16 cores): an estimate, one job a core
+JOBS = 2  # Snakemake jobs at a time on the 2-core machine (the README's command runs one job a core)
+NODE_CORES = 16  # a GPU node as the lent ones (one GPU, 16 cores): an estimate that it runs one job a core too
 COMPARED = ("depgpo", "grpo")
 
 
@@ -71,7 +71,8 @@ def power(tree: ResultsTree, focal: Setting) -> Table:
             raise MissingInput(f"{focal.path}/eval/{run}/seed*/*.json", "evaluate")
     both = runs["depgpo"].merge(runs["grpo"], on=["test", "task", "round", "seed"], suffixes=("_a", "_b"))
     both = both.assign(d=100.0 * (both.success_a - both.success_b))
-    cells = both.groupby(["seed", "task"]).d.mean().unstack("task").dropna(axis=1)
+    cells = both.groupby(["seed", "task"]).d.mean().unstack("task").dropna(axis=1)  # tasks every seed attempted
+    both = both[both.task.isin(cells.columns)]
     seeds, n_tasks = cells.shape
     if seeds < 2 or n_tasks < 2:
         raise MissingInput(f"{focal.path}/eval/{{depgpo,grpo}}/seed*/ in at least 2 seeds (config interval_seeds) "
@@ -90,17 +91,21 @@ def power(tree: ResultsTree, focal: Setting) -> Table:
     attempts_per_task = attempts_per_seed / n_tasks  # rounds x test sets a task is in
 
     rows, cells_text = [], {}
+    no_seed_spread = {**components, "seed": 0.0}  # the seeds' variance has S - 1 degrees of freedom: the bound's other end
     for s in SEEDS:
         t = tasks_needed(components, s, target)
+        t0 = tasks_needed(no_seed_spread, s, target)
         reachable = t <= MAX_TASKS
         hours = (s * (rl_per_seed + t * attempts_per_task * eval_per_attempt) / JOBS / 3600) if reachable else math.inf
         node_hours = hours * JOBS / NODE_CORES
-        rows.append({"seeds": s, "tasks": t if reachable else math.inf, "hours": hours, "node_hours_estimate": node_hours})
+        rows.append({"seeds": s, "tasks": t if reachable else math.inf, "hours": hours, "node_hours_estimate": node_hours,
+                     "tasks_without_seed_variance": t0})
         cells_text[str(s)] = [f"{int(t)}" if reachable else "out of reach",
                               f"{hours:.1f}" if reachable else NOT_AVAILABLE,
-                              f"{node_hours:.2f}" if reachable else NOT_AVAILABLE]
+                              f"{node_hours:.2f}" if reachable else NOT_AVAILABLE, f"{int(t0)}"]
     frame = pd.DataFrame.from_dict(cells_text, orient="index",
-                                   columns=["Test tasks", "Hours here", f"Hours, {NODE_CORES}-core GPU node (est.)"])
+                                   columns=["Test tasks", "Hours here", f"Hours, {NODE_CORES}-core GPU node (est.)",
+                                            "Test tasks if σ²_seed = 0"])
     frame.index.name = "Seeds"
     numbers = pd.DataFrame(rows).assign(var_seed=components["seed"], var_task=components["task"],
                                         var_rest=components["rest"], measured_seeds=seeds, measured_tasks=n_tasks,
@@ -120,7 +125,11 @@ def power(tree: ResultsTree, focal: Setting) -> Table:
              f"bubblewrap, so no episode runs there): the episodes, not the model, take most of a tiny rollout "
              f"(docs/benchmarks.md#rollout-throughput), so {NODE_CORES} cores run {NODE_CORES} jobs where this "
              f"machine runs {JOBS}.",
-             "A variance estimated from this few seeds is itself uncertain: read the table as an order of "
-             "magnitude."]
+             f"σ²_seed rests on {seeds - 1} degree(s) of freedom and could be far smaller or larger; the last column "
+             "is the design if it were 0. The seed rows are as uncertain as that estimate.",
+             "The design counts seeds as a source of variance, as a new experiment must; Table 1's Δ intervals "
+             "resample tasks only (its seeds fixed), so at the same design they are narrower.",
+             "Generated tiny tasks come in any number; Terminal-Bench 2.0 has 89, so a design above that needs "
+             "more seeds or another benchmark."]
     return Table(caption, frame, numbers, notes=notes)
 
