@@ -11,7 +11,7 @@ same task draws and sampling seeds, the policy never changed). Runs go `--jobs` 
 a finished run is not run again (its metrics.jsonl is kept under --work). Written to --out: `curves.csv` (one row
 per run and update: training reward, the frozen control's on the same draws, seconds), `summary.csv` (per lr: the
 mean gain over the frozen control in points of training reward, over updates >= 1 and seeds, its 95% interval from
-depgpo.report.rl_gain's seeds-then-updates bootstrap, and the trainer's seconds per run) and `curves.png`.
+depgpo.report.rl_gain (Student's t over the seeds' means), and the trainer's seconds per run) and `curves.png`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--policy", type=Path, required=True)
     parser.add_argument("--train", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True, help="run directories (kept: a rerun resumes)")
-    parser.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 5e-4, 1e-3])
+    parser.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--tasks-per-update", type=int, default=4)
@@ -99,7 +99,8 @@ def plot(curves: pd.DataFrame, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for lr, group in curves.groupby("lr"):
         gain = (100 * (group.reward - group.reward_frozen)).groupby(group["update"]).mean()
-        ax.plot(gain.index, gain.values, marker="o", markersize=3, label=f"lr {lr:g}, mean of {group.seed.nunique()} seeds")
+        ax.plot(gain.index, gain.values, marker="o", markersize=3,
+                label=f"lr {lr:g}, mean of {group.seed.nunique()} seeds")
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_xlabel("update")
     ax.set_ylabel("training reward − frozen control's (points)")

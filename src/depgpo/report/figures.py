@@ -18,12 +18,11 @@ from matplotlib.ticker import MaxNLocator
 
 from depgpo.algos.methods import estimators, methods
 from depgpo.report.load import MissingInput, ResultsTree, Setting
-from depgpo.report.rl_gain import paired_gains, rl_vs_frozen
+from depgpo.report.rl_gain import FROZEN, gain_interval, paired_gains, rl_vs_frozen
 from depgpo.report.stats import Interval, match_attempts, paired_difference
 from depgpo.report.tables import TEST_SETS
 
 REWARD = "train/reward_mean"
-FROZEN = "frozen"  # a control run of depgpo.config.CONTROL_RUNS: the SFT policy on the methods' draws
 TRAINING_PANELS = [(REWARD, "(a) training reward", False),
                    ("actor/entropy", "(b) policy entropy", True),
                    ("actor/grad_norm", "(c) gradient norm", False)]
@@ -151,10 +150,10 @@ def shade_late_window(ax: Axes, updates: pd.Series) -> None:
 
 
 def gain_over_frozen(metrics: pd.DataFrame, frozen: pd.DataFrame) -> float:
-    """Mean training reward minus the frozen twin's over the (seed, update ≥ 1) pairs both have
-    (depgpo.report.rl_gain): the part of the reward that the updates made, draws and sampling seeds held equal."""
-    pairs = paired_gains(metrics, frozen, REWARD)
-    return float(pairs.d.mean()) if len(pairs) else float("nan")
+    """Mean training reward minus the frozen twin's over the (seed, update ≥ 1) pairs both have, as rl_vs_frozen
+    takes it (depgpo.report.rl_gain): the part of the reward that the updates made, draws and sampling seeds held
+    equal."""
+    return gain_interval(paired_gains(metrics, frozen, REWARD)).mean  # NaN without a pair
 
 
 def fig5(tree: ResultsTree, focal: Setting) -> Plot:
@@ -210,13 +209,14 @@ def draw_gains(ax: Axes, gains: pd.DataFrame, curves: dict) -> None:
     gains = gains.sort_values("diff").reset_index(drop=True)
     for y, row in enumerate(gains.to_dict("records")):
         color = curves[row["run"]].color if row["run"] in curves else "0.3"
-        below, above = (0.0 if math.isnan(v) else v for v in (row["diff"] - row["ci_low"], row["ci_high"] - row["diff"]))
+        below, above = (0.0 if math.isnan(v) else v  # no interval with one seed: a bare point
+                        for v in (row["diff"] - row["ci_low"], row["ci_high"] - row["diff"]))
         ax.errorbar(row["diff"], y, xerr=[[below], [above]], fmt="o", color=color, markersize=4, capsize=2)
     ax.axvline(0, color="0.4", linewidth=0.8, linestyle="--")
     ax.set_yticks(range(len(gains)), labels=gains.run, fontsize=7)
     ax.set_ylim(-0.75, len(gains) - 0.25)
     ax.set_title("(e) training reward − frozen control's", fontsize=10)
-    ax.set_xlabel("points, 95% interval (seeds × updates)")
+    ax.set_xlabel("points, 95% t-interval over seeds")
 
 
 # ---------------------------------------------------------------------- Figure 6

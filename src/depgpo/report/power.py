@@ -9,8 +9,8 @@ T tasks estimates μ with variance σ²_seed / S + σ²_task / T + σ²_rest / (
 POWER at a two-sided LEVEL when (z_(1 − α/2) + z_power) × its standard error ≤ DIFFERENCE.
 
 The cost of such a run is extrapolated linearly from measured times: the RL jobs' and evaluation jobs' seconds in
-this results tree's Snakemake benchmarks (`benchmarks/{model}/{data}/rl_{run}_seed{s}.tsv`, `eval_{run}_seed{s}.tsv`), scaled to S seeds
-of both methods and T tasks, run JOBS at a time as the tiny DAG does. SFT and filtering, shared by every seed, are
+this results tree's Snakemake benchmarks (`benchmarks/{model}/{data}/rl_{run}_seed{s}.tsv`, `eval_…`), scaled to S
+seeds of both methods and T tasks, run JOBS at a time as the tiny DAG does. SFT and filtering, shared by every seed, are
 left out.
 """
 
@@ -91,15 +91,15 @@ def power(tree: ResultsTree, focal: Setting) -> Table:
     attempts_per_task = attempts_per_seed / n_tasks  # rounds x test sets a task is in
 
     rows, cells_text = [], {}
-    no_seed_spread = {**components, "seed": 0.0}  # the seeds' variance has S - 1 degrees of freedom: the bound's other end
+    no_seed_spread = {**components, "seed": 0.0}  # σ²_seed has S - 1 degrees of freedom: the other end of its range
     for s in SEEDS:
         t = tasks_needed(components, s, target)
         t0 = tasks_needed(no_seed_spread, s, target)
         reachable = t <= MAX_TASKS
         hours = (s * (rl_per_seed + t * attempts_per_task * eval_per_attempt) / JOBS / 3600) if reachable else math.inf
         node_hours = hours * JOBS / NODE_CORES
-        rows.append({"seeds": s, "tasks": t if reachable else math.inf, "hours": hours, "node_hours_estimate": node_hours,
-                     "tasks_without_seed_variance": t0})
+        rows.append({"seeds": s, "tasks": t if reachable else math.inf, "hours": hours,
+                     "node_hours_estimate": node_hours, "tasks_without_seed_variance": t0})
         cells_text[str(s)] = [f"{int(t)}" if reachable else "out of reach",
                               f"{hours:.1f}" if reachable else NOT_AVAILABLE,
                               f"{node_hours:.2f}" if reachable else NOT_AVAILABLE, f"{int(t0)}"]
@@ -111,7 +111,8 @@ def power(tree: ResultsTree, focal: Setting) -> Table:
                                         var_rest=components["rest"], measured_seeds=seeds, measured_tasks=n_tasks,
                                         difference=DIFFERENCE, power=POWER)
     observed = float(cells.to_numpy().mean())
-    se_now = math.sqrt(components["seed"] / seeds + components["task"] / n_tasks + components["rest"] / (seeds * n_tasks))
+    se_now = math.sqrt(components["seed"] / seeds + components["task"] / n_tasks
+                       + components["rest"] / (seeds * n_tasks))
     caption = (f"Seeds × test tasks that detect a {DIFFERENCE:g}-point DepGPO − GRPO difference of held-out pass@1 at "
                f"{POWER:.0%} power (two-sided, {LEVEL:.0%}), from this run's variance (depgpo.report.power), and "
                f"the hours such a run takes on this machine ({JOBS} jobs at a time).")
@@ -132,4 +133,3 @@ def power(tree: ResultsTree, focal: Setting) -> Table:
              "Generated tiny tasks come in any number; Terminal-Bench 2.0 has 89, so a design above that needs "
              "more seeds or another benchmark."]
     return Table(caption, frame, numbers, notes=notes)
-
