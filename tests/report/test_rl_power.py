@@ -117,3 +117,27 @@ def test_power_table_from_a_three_seed_tree(tmp_path):
     expected = reachable.seeds * (180 + reachable.tasks * 4 * 0.5) / 2 / 3600
     assert list(reachable.hours) == pytest.approx(list(expected))
     assert "Measured on 3 seeds × 10 tasks" in table.notes[0]
+
+
+def test_with_one_seed_the_report_names_what_power_needs(tmp_path):
+    """The CI scale evaluates one seed: power cannot estimate σ²_seed and says which inputs would let it."""
+    results = build_results(tmp_path / "results", {0: [0, 0, 0]})
+    assert report(results, "--out", str(tmp_path / "out")) == 0
+    missing = (tmp_path / "out" / "index.md").read_text().split("## Missing")[1]
+    assert "power" in missing and "at least 2 seeds" in missing and "rule `evaluate`" in missing
+    assert not (tmp_path / "out" / "power.csv").exists()
+
+
+def test_every_missing_input_names_a_known_producer():
+    """A MissingInput with a kind PRODUCERS lacks would crash the report instead of listing what is missing."""
+    import ast
+    from pathlib import Path
+
+    from depgpo.report.load import PRODUCERS
+
+    package = Path(__file__).resolve().parents[2] / "src" / "depgpo" / "report"
+    kinds = {(path.name, call.args[1].value) for path in package.glob("*.py")
+             for call in ast.walk(ast.parse(path.read_text())) if isinstance(call, ast.Call)
+             and getattr(call.func, "id", None) == "MissingInput" and len(call.args) == 2
+             and isinstance(call.args[1], ast.Constant)}
+    assert kinds and {kind for _, kind in kinds} <= set(PRODUCERS), sorted(kinds)

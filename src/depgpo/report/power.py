@@ -68,7 +68,7 @@ def power(tree: ResultsTree, focal: Setting) -> Table:
     runs = {run: attempts(tasks, focal, run, POOLED) for run in COMPARED}
     for run, frame in runs.items():
         if frame.empty:
-            raise MissingInput(f"{focal.path}/eval/{run}/seed*/*.json", "evaluate")
+            raise MissingInput(f"{focal.path}/eval/{run}/seed*/*.json", "eval")
     both = runs["depgpo"].merge(runs["grpo"], on=["test", "task", "round", "seed"], suffixes=("_a", "_b"))
     both = both.assign(d=100.0 * (both.success_a - both.success_b))
     cells = both.groupby(["seed", "task"]).d.mean().unstack("task").dropna(axis=1)  # tasks every seed attempted
@@ -76,7 +76,7 @@ def power(tree: ResultsTree, focal: Setting) -> Table:
     seeds, n_tasks = cells.shape
     if seeds < 2 or n_tasks < 2:
         raise MissingInput(f"{focal.path}/eval/{{depgpo,grpo}}/seed*/ in at least 2 seeds (config interval_seeds) "
-                           "with 2 tasks in common", "evaluate")
+                           "with 2 tasks in common", "eval")
     components = variance_components(cells)
     z = NormalDist().inv_cdf(1 - (1 - LEVEL) / 2) + NormalDist().inv_cdf(POWER)
     target = (DIFFERENCE / z) ** 2
