@@ -26,6 +26,11 @@ HOST_FILES = ["/etc/passwd", "/etc/hostname", "/etc/hosts", "/usr/bin/python3.11
               "/usr/lib/os-release", "/etc/crontab"]
 
 
+RESERVE_40_GIB = ("python3 -c \"import ctypes; libc = ctypes.CDLL(None); libc.mmap.restype = ctypes.c_void_p; "
+                  "p = libc.mmap(None, ctypes.c_size_t(40 << 30), 0, 0x22 | 0x4000, -1, 0); "  # PROT_NONE, private,
+                  "print('reserved' if p not in (None, 2**64 - 1) else 'not reserved')\"")  # anonymous, noreserve
+
+
 def hostile_commands(sentinel: Path, host_port: int) -> list[str]:
     return [
         "kill -9 -1; echo after-kill",
@@ -51,6 +56,8 @@ def hostile_commands(sentinel: Path, host_port: int) -> list[str]:
         "dd if=/dev/zero of=/app/big bs=1M count=200 2>&1 | tail -1",
         "yes > /app/yes.txt",
         "python3 -c \"b = bytearray(6 << 30); print('allocated')\" 2>&1 | tail -1",
+        # What OCaml 5 (coqc) and the JVM do at start-up: reserve address space far beyond the memory limit.
+        RESERVE_40_GIB,
         "nohup sleep 10000 >/dev/null 2>&1 & setsid sleep 10001 >/dev/null 2>&1 & disown -a; echo daemons-started",
         "(while true; do :; done) & sleep 0.5; echo spinner-started",
         "ls /work /home/* /root/.ssh 2>&1 | head -5",
@@ -131,6 +138,7 @@ def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
     assert output_of("dd if").startswith("67108864 bytes")  # asked for 200 MiB, stopped at RLIMIT_FSIZE
     assert "File too large" in output_of("yes >")
     assert "allocated" not in output_of("python3 -c \"b = bytearray")
+    assert output_of(RESERVE_40_GIB) == "reserved\n"  # a reservation is not a use (RLIMIT_DATA, not RLIMIT_AS)
     # The episode kept working after each attack (restarting its own shell after `kill -9 0`); the neighbour too.
     assert any("restarted" in e for e in errors)
     assert "usr-overwritten" in output_of("echo garbage") and "etc-removed" in output_of("rm -rf /usr/lib")

@@ -63,7 +63,10 @@ class SandboxLimits:
     max_processes: int = 512          # RLIMIT_NPROC for the episode's own uid, and pids.max where cgroups allow
     max_file_bytes: int = 1 << 30     # RLIMIT_FSIZE
     max_open_files: int = 4096        # RLIMIT_NOFILE
-    memory_bytes: int = 4 << 30       # memory cgroup limit, else RLIMIT_AS
+    memory_bytes: int = 4 << 30       # memory cgroup limit, else RLIMIT_DATA (private memory a process writes)
+    address_space_bytes: int = 64 << 30  # without a memory cgroup, RLIMIT_AS: a ceiling on reservations, which
+    #                                   runtimes make far beyond use (OCaml 5: every domain's minor heap, coqc's 32
+    #                                   GiB; the JVM: its maximum heap), and on shared mappings, which DATA misses
     cpu: int | None = None            # pin the episode (strace costs ~3.5x less when pinned); None = not pinned
     disk_bytes: int = 2 << 30         # all files the episode writes (workdir, /tmp, homes, upper layers): tmpfs size;
     #                                   its pages count against memory_bytes, so it stays below it (ENOSPC, not OOM)
@@ -348,7 +351,7 @@ def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str]) -> 
     rlimits = ["prlimit", f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_bytes}",
                f"--nofile={limits.max_open_files}", "--core=0"]
     if not layout.privilege.memory_by_cgroup():
-        rlimits.append(f"--as={limits.memory_bytes}")
+        rlimits += [f"--data={limits.memory_bytes}", f"--as={max(limits.address_space_bytes, limits.memory_bytes)}"]
     # strace's own warnings go to the file on fd 2; the traced chain gets its stdout back as stderr.
     restore_stderr = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
     return [*restore_stderr, *drop, *rlimits, "--", *bwrap]

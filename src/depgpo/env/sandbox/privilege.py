@@ -13,8 +13,9 @@ root buys and an ordinary user (a Slurm job) cannot have is replaced here, or st
                                                                     root's, and no idmap is allowed rootless)
     disk and trace limit  tmpfs in the host's mount namespace       tmpfs in the holder's; the harness reads the
                                                                     episode's files through /proc/HOLDER/root
-    memory, processes     cgroup v1 dirs the harness creates,       rlimits: RLIMIT_AS; RLIMIT_NPROC, counted per
-                          else rlimits                              user namespace (the job's cgroup bounds the rest)
+    memory, processes     cgroup v1 dirs the harness creates,       rlimits: RLIMIT_DATA and a higher RLIMIT_AS;
+                          else rlimits                              RLIMIT_NPROC, counted per user namespace (the
+                                                                    job's cgroup bounds the rest)
     leftovers             processes of the episode uid are killed   the holder is killed; what runs in the episode's
                                                                     user namespace after its close is killed
 
@@ -149,7 +150,7 @@ class Privilege:
                 f"--net=/proc/self/fd/{net_fd}", "--"]
 
     def memory_by_cgroup(self) -> bool:
-        """Whether the episode's memory is limited by a cgroup the harness creates (else RLIMIT_AS)."""
+        """Whether the episode's memory is limited by a cgroup the harness creates (else rlimits per process)."""
         return not self.rootless and os.access("/sys/fs/cgroup/memory", os.W_OK)
 
     def cgroups(self, name: str, limits) -> "EpisodeCgroups":
