@@ -46,7 +46,7 @@ def test_names_in_any_bytes_and_any_depth_are_recorded(task, tmp_path):
         verifier = ep.verify()
         root = ep.layout.root
     assert named["exit_code"] == 0 and any("\\udcfe" in w["path"] or "\udcfe" in w["path"] for w in named["writes"])
-    assert chain["exit_code"] == 0 and chain["observation"] == "made\n"
+    assert chain["exit_code"] == 0 and chain["observation"] == "made\n", chain["observation"][-600:]
     assert any(w["path"].endswith("/f") for w in chain["writes"])
     assert verifier["reward"] == 1.0
     assert not root.exists()  # removed, however deep

@@ -27,8 +27,12 @@ HOST_FILES = ["/etc/passwd", "/etc/hostname", "/etc/hosts", "/usr/bin/python3.11
 
 
 RESERVE_40_GIB = ("python3 -c \"import ctypes; libc = ctypes.CDLL(None); libc.mmap.restype = ctypes.c_void_p; "
-                  "p = libc.mmap(None, ctypes.c_size_t(40 << 30), 0, 0x22 | 0x4000, -1, 0); "  # PROT_NONE, private,
+                  "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, "
+                  "ctypes.c_long]; p = libc.mmap(None, 40 << 30, 0, 0x22 | 0x4000, -1, 0); "  # PROT_NONE, private,
                   "print('reserved' if p not in (None, 2**64 - 1) else 'not reserved')\"")  # anonymous, noreserve
+
+
+SHARED_80_GIB = "python3 -c \"import mmap; m = mmap.mmap(-1, 80 << 30); print('mapped')\" 2>&1 | tail -1"
 
 
 def hostile_commands(sentinel: Path, host_port: int) -> list[str]:
@@ -56,8 +60,10 @@ def hostile_commands(sentinel: Path, host_port: int) -> list[str]:
         "dd if=/dev/zero of=/app/big bs=1M count=200 2>&1 | tail -1",
         "yes > /app/yes.txt",
         "python3 -c \"b = bytearray(6 << 30); print('allocated')\" 2>&1 | tail -1",
-        # What OCaml 5 (coqc) and the JVM do at start-up: reserve address space far beyond the memory limit.
+        # What OCaml 5 (coqc) does at start-up: reserve address space far beyond the memory limit.
         RESERVE_40_GIB,
+        SHARED_80_GIB,
+        "ulimit -s unlimited 2>/dev/null; ulimit -Hs",
         "nohup sleep 10000 >/dev/null 2>&1 & setsid sleep 10001 >/dev/null 2>&1 & disown -a; echo daemons-started",
         "(while true; do :; done) & sleep 0.5; echo spinner-started",
         "ls /work /home/* /root/.ssh 2>&1 | head -5",
@@ -113,6 +119,7 @@ def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
         neighbour.run_command("echo neighbour-data > /app/keep.txt; sleep 1000 &")
         with Episode(task, config, out_dir=tmp_path / "hostile-out") as ep:
             leftovers = episode_processes(ep)
+            by_cgroup = ep.privilege.memory_by_cgroup()
             commands = hostile_commands(sentinel, host_port)
             results = {c: ep.run_command(c, timeout_s=15 if c.startswith("rm -rf") else None) for c in commands}
             # The neighbour works while the bomb and the daemons of the hostile episode are still running.
@@ -139,6 +146,9 @@ def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
     assert "File too large" in output_of("yes >")
     assert "allocated" not in output_of("python3 -c \"b = bytearray")
     assert output_of(RESERVE_40_GIB) == "reserved\n"  # a reservation is not a use (RLIMIT_DATA, not RLIMIT_AS)
+    if not by_cgroup:  # rlimits: shared mappings, which RLIMIT_DATA does not count, stop at RLIMIT_AS; the stack too
+        assert "mapped" not in output_of(SHARED_80_GIB)
+        assert output_of("ulimit -s unlimited") == f"{limits.memory_bytes // 1024}\n"
     # The episode kept working after each attack (restarting its own shell after `kill -9 0`); the neighbour too.
     assert any("restarted" in e for e in errors)
     assert "usr-overwritten" in output_of("echo garbage") and "etc-removed" in output_of("rm -rf /usr/lib")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import os
+import resource
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -63,13 +64,14 @@ class SandboxLimits:
     max_processes: int = 512          # RLIMIT_NPROC for the episode's own uid, and pids.max where cgroups allow
     max_file_bytes: int = 1 << 30     # RLIMIT_FSIZE
     max_open_files: int = 4096        # RLIMIT_NOFILE
-    memory_bytes: int = 4 << 30       # memory cgroup limit, else RLIMIT_DATA (private memory a process writes)
-    address_space_bytes: int = 64 << 30  # without a memory cgroup, RLIMIT_AS: a ceiling on reservations, which
-    #                                   runtimes make far beyond use (OCaml 5: every domain's minor heap, coqc's 32
-    #                                   GiB; the JVM: its maximum heap), and on shared mappings, which DATA misses
+    memory_bytes: int = 4 << 30       # memory cgroup limit, else RLIMIT_DATA (the size of a process's private
+    #                                   writable mappings: heap, malloc, thread stacks) and the stack's hard limit
+    address_space_bytes: int = 64 << 30  # without a memory cgroup, RLIMIT_AS: a ceiling on what a process reserves
+    #                                   (OCaml 5 reserves every domain's minor heap: coqc 32 GiB) and maps shared
     cpu: int | None = None            # pin the episode (strace costs ~3.5x less when pinned); None = not pinned
     disk_bytes: int = 2 << 30         # all files the episode writes (workdir, /tmp, homes, upper layers): tmpfs size;
-    #                                   its pages count against memory_bytes, so it stays below it (ENOSPC, not OOM)
+    #                                   at root its pages count against the memory cgroup, so it stays below
+    #                                   memory_bytes (ENOSPC, not OOM); rootless only against the job's cgroup
     disk_inodes: int = 1_000_000      # and its inode count; a breach is ENOSPC inside, recorded by the episode
     trace_bytes: int = 1 << 30        # the strace logs (agent's and verifier's) live on a tmpfs of this size: a
     #                                   command that floods the tracer ends the episode, the host disk never fills
@@ -351,7 +353,10 @@ def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str]) -> 
     rlimits = ["prlimit", f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_bytes}",
                f"--nofile={limits.max_open_files}", "--core=0"]
     if not layout.privilege.memory_by_cgroup():
-        rlimits += [f"--data={limits.memory_bytes}", f"--as={max(limits.address_space_bytes, limits.memory_bytes)}"]
+        stack, _ = resource.getrlimit(resource.RLIMIT_STACK)  # keep the soft limit (8 MiB as in Docker), cap the hard
+        stack = stack if stack != resource.RLIM_INFINITY and stack <= limits.memory_bytes else limits.memory_bytes
+        rlimits += [f"--data={limits.memory_bytes}", f"--stack={stack}:{limits.memory_bytes}",
+                    f"--as={max(limits.address_space_bytes, limits.memory_bytes)}"]
     # strace's own warnings go to the file on fd 2; the traced chain gets its stdout back as stderr.
     restore_stderr = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
     return [*restore_stderr, *drop, *rlimits, "--", *bwrap]
