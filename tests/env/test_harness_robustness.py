@@ -53,6 +53,14 @@ def test_names_in_any_bytes_and_any_depth_are_recorded(task, tmp_path):
     json.loads((tmp_path / "out" / "trajectory.json").read_text())
 
 
+def test_a_long_one_line_command_is_typed_whole(task):
+    """Longer than the line discipline's 4,095-byte canonical line: typed before readline took the terminal, its
+    tail was dropped (24 of 40 commands ran without `| wc -c`)."""
+    with episode(task) as ep:
+        outputs = [ep.run_command("echo " + "x" * 6000 + " | wc -c")["observation"] for _ in range(12)]
+    assert outputs == ["6001\n"] * 12
+
+
 def test_special_files_in_the_workdir_do_not_block_the_harness(task):
     with episode(task) as ep:
         record = ep.run_command("mkfifo /app/pipe.txt; (exec 3<>/app/pipe.txt; sleep 300) & "

@@ -33,6 +33,7 @@ KEEP_BYTES = 1 << 20        # of one command's raw output, the first and the las
 # and a match that stopped at the closing \x1e left the newline to start the next command's observation.
 _MARK_RE = re.compile(rb"\x1eDEPGPO (-?\d+) ([0-9a-f]{16}) (\d+)\x1e\r?\n")
 _HEX16_RE = re.compile(r"[0-9a-f]{16}")
+LINE_EDITOR_WAIT_S = 1.0     # longest wait for readline to take the terminal before a command
 _MARK_MAX = 64              # longest marker line: the overlap kept between two searches
 _OWN_MARK_LINE_RE = re.compile(r"^.*__depgpo_mark -?\d+ [0-9a-f]{16}.*\n?", re.MULTILINE)
 # Terminal control sequences (colours, cursor moves): a tmux pane capture shows the rendered text, not these.
@@ -144,6 +145,20 @@ class ShellSession:
         self._out.append(chunk)
         return True
 
+    def _wait_for_line_editor(self, deadline: float) -> None:
+        """Wait until bash's readline holds the terminal (ICANON off) before typing a command. Typed while the
+        terminal is still in canonical mode (bash between printing the last marker and reading the next line),
+        the kernel's line discipline keeps at most 4095 bytes of a line and silently drops the rest: a long
+        one-line command lost its tail in 24 of 40 runs. Past the deadline (a program that never leaves
+        canonical mode holds the terminal) the keystrokes are typed as they are."""
+        while time.monotonic() < deadline and self.alive():
+            try:
+                if not termios.tcgetattr(self.master)[3] & termios.ICANON:  # the master reads the slave's modes
+                    return
+            except termios.error:
+                return
+            time.sleep(0.001)
+
     def _write(self, data: str) -> None:
         payload = data.encode()
         while payload:
@@ -175,6 +190,7 @@ class ShellSession:
         start = time.monotonic()
         if keystrokes and not keystrokes.endswith("\n"):
             keystrokes += "\n"
+        self._wait_for_line_editor(start + min(timeout_s, LINE_EDITOR_WAIT_S))
         self._write(keystrokes + _mark_line(mark, nonce))
         got = self._wait_for_mark(mark, nonce, start + timeout_s)
         recovery: list[str] = []
