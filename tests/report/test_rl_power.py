@@ -131,11 +131,11 @@ def test_with_one_seed_the_report_names_what_power_needs(tmp_path):
 def test_every_missing_input_names_a_known_producer():
     """A MissingInput with a kind PRODUCERS lacks would crash the report instead of listing what is missing."""
     import ast
-    from pathlib import Path
 
     from depgpo.report.load import PRODUCERS
+    from tests.helpers import REPO
 
-    package = Path(__file__).resolve().parents[2] / "src" / "depgpo" / "report"
+    package = REPO / "src" / "depgpo" / "report"
     kinds = {(path.name, call.args[1].value) for path in package.glob("*.py")
              for call in ast.walk(ast.parse(path.read_text())) if isinstance(call, ast.Call)
              and getattr(call.func, "id", None) == "MissingInput" and len(call.args) == 2
