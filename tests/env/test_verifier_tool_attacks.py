@@ -16,6 +16,7 @@ The tests run at root here and as an ordinary user (rootless) in tests/test_root
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from depgpo.env.episode import Episode, EpisodeConfig
+from depgpo.env.judging.verifier_processes import VerifierProcesses
 from depgpo.tasks import load_task
 from tests.helpers.harbor_builder import make_harbor_task
 
@@ -220,3 +222,42 @@ def test_a_test_that_imports_the_agents_own_module_or_the_tasks_edited_one_is_no
                 "cd /app && python3 -c 'import mylib, utils'")
     verifier = run(task, commands)
     assert verifier["reward"] == 1.0 and verifier["tampering"] == [], verifier
+
+
+def printed_before_the_clone_returned(trace: str, pids: set[int], child: int) -> str:
+    """The same trace as strace prints it when a child runs before its parent's clone returns (as it did under load
+    in CI): the parent's call cut into `<unfinished ...>` and `<... resumed>` if it was whole, and every line of
+    `pids` (the child, and its own children) from there on moved before the return."""
+    lines = [line + "\n" for line in trace.splitlines()]  # the last, cut by the kill, has none
+    at = next(i for i, line in enumerate(lines) if re.search(rf"\) = {child}$", line)
+              and re.match(r"\d+\s+\S+\s+(?:<\.\.\. )?v?(?:clone|fork)", line))
+    pid, time, call = lines[at].split(None, 2)
+    if call.startswith("<... "):
+        opened, returned = [], [lines[at]]
+    else:
+        head, _, tail = call.rpartition(") = ")
+        opened, returned = [f"{pid} {time} {head} <unfinished ...>\n"], [f"{pid} {time} <... clone resumed>) = {tail}"]
+    moved = [line for line in lines[at + 1:] if int(line.split(None, 1)[0]) in pids]
+    rest = [line for line in lines[at + 1:] if int(line.split(None, 1)[0]) not in pids]
+    return "".join(lines[:at] + opened + moved + returned + rest)
+
+
+@pytest.mark.parametrize("moved", ["the hook", "git and its hook"])
+def test_lines_printed_before_their_clone_returned_keep_the_taint_of_their_parent(moved, tasks, request):
+    """strace may print a child's first calls before its parent's clone returns; the fsmonitor hook's write of the
+    reward then came before git had a child on record, and the verdict saw an untainted writer (CI, rootless)."""
+    skip_without_tool("git", request)
+    attack = next(c[5] for c in CASES if c[0] == "git-fsmonitor-kills-the-verifier")
+    with Episode(tasks["git-fsmonitor-kills-the-verifier"], EpisodeConfig(command_timeout_s=30, tampering="keep")) as ep:
+        ep.run_command(attack)
+        assert ep.verify()["tampering"]
+        trace = (ep.layout.traces / "verifier-trace.log").read_text(errors="surrogateescape")
+        hook = int(re.search(r"^(\d+)\s+\S+\s+openat\(.*\"/logs/verifier/reward\.json\", O_WRONLY", trace, re.M)[1])
+        git = int(re.search(rf"^(\d+)\s+\S+\s+clone\(.*\) = {hook}$", trace, re.M)[1])
+        mark = re.search(r"/\.depgpo_mark/-1/0/[0-9a-f]+", trace)[0]
+        reordered = ep.layout.root / "reordered-trace.log"
+        pids, child = ({hook}, hook) if moved == "the hook" else ({git, hook}, git)
+        reordered.write_text(printed_before_the_clone_returned(trace, pids, child), errors="surrogateescape")
+        processes = VerifierProcesses(reordered, mark, None, ep.layout, ep._initial_hashes, ep.system.path)
+    assert [f["kind"] for f in processes.findings] == ["reward_by_agent_code"], processes.findings
+    assert processes.findings[0]["change"] == "created"  # its write was seen, and seen as the agent's

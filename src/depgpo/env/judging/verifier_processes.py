@@ -93,9 +93,14 @@ class VerifierProcesses:
         return self._agent_made(path, code_only=True)
 
     def _read(self, trace: Path, mark: str) -> None:
-        tainted, partial, program, group = set(), {}, {}, {}  # by process (thread-group leader)
-        last_writer_tainted: dict[str, bool] = {}
-        script, script_execs, command_child = None, False, None
+        self._tainted, self._program, self._group = set(), {}, {}  # by process (thread-group leader)
+        self._last_writer_tainted: dict[str, bool] = {}
+        self._script, self._script_execs, self._command_child = None, False, None
+        partial: dict[int, str] = {}
+        # strace -f may print a child's first calls before its parent's clone returns (git's fsmonitor hook, run
+        # under load): they wait here until the clone names the child, so the child inherits its parent's taint.
+        known: set[int] = set()
+        orphans: dict[int, list[str]] = {}
         with open(trace, "rb") as fh:
             for raw in fh:
                 match = _LINE_RE.match(raw.decode("utf-8", "surrogateescape").rstrip("\n"))
@@ -107,46 +112,74 @@ class VerifierProcesses:
                     continue
                 if rest.startswith("<... "):
                     rest = partial.pop(pid, "") + rest[rest.find(">") + 1:]
-                if script is None:
+                if self._script is None:  # before the script's mark: every process so far is the harness's
+                    child = _CHILD_RE.match(rest)
+                    known.update([pid, int(child[1])] if child else [pid])
                     if mark in rest:
-                        script = pid
+                        self._script = pid
                     continue
-                process = group.get(pid, pid)
-                if child := _CHILD_RE.match(rest):
-                    if "CLONE_THREAD" in rest:  # a thread: what it reads, its process has read (npm's workers)
-                        group[int(child[1])] = process
-                        continue
-                    program[int(child[1])] = program.get(process, "")
-                    if process in tainted:
-                        tainted.add(int(child[1]))
-                    if pid == script and not script_execs and command_child is None:
-                        command_child = int(child[1])  # `bash -c 'mark; bash test.sh'` that forks test.sh
-                    continue
-                if exe := _EXEC_RE.match(rest):
-                    name = os.path.basename(exe[1])
-                    if not (COMMAND_RUNNING_TOOLS.fullmatch(program.get(process, "")) and name in INTERPRETERS):
-                        program[process] = name  # npm stays npm when its `#!/usr/bin/env node` line runs node
-                    script_execs = script_execs or pid == script
-                    if self._agent_made(exe[1], code_only=False):
-                        tainted.add(process)
-                elif opened := _OPEN_RE.match(rest):
-                    writes = "O_WRONLY" in rest or "O_RDWR" in rest or rest.startswith("creat")
-                    if writes and opened[1] in REWARD_FILES:
-                        last_writer_tainted[opened[1]] = process in tainted
-                    elif not writes and process not in tainted and self._taints(opened[1], program.get(process, "")):
-                        tainted.add(process)
-                elif _MOVE_RE.match(rest) and rest.rstrip().endswith("= 0"):
-                    pairs = _AT_PATH_RE.findall(rest)
-                    if pairs:  # the destination is the last (dirfd, name) pair
-                        directory, name = pairs[-1]
-                        destination = os.path.normpath(os.path.join(directory or "/", name))
-                        if destination in REWARD_FILES:
-                            last_writer_tainted[destination] = process in tainted
-                elif (killed := _KILLED_RE.match(rest)) and (
-                        pid == script or (pid == command_child and not script_execs)):
-                    self.script_killed = killed[1]
+                if pid in known:
+                    self._settle(pid, rest, known, orphans)
+                else:
+                    orphans.setdefault(pid, []).append(rest)
+        while orphans:  # never announced by a clone the trace holds: read as they came
+            pid = next(iter(orphans))
+            for orphan_rest in orphans.pop(pid):
+                self._settle(pid, orphan_rest, known, orphans)
         for path in REWARD_FILES:
             exists = (self._layout.verifier_logs / os.path.relpath(path, "/logs")).exists()
-            if exists and last_writer_tainted.get(path, True):
+            if exists and self._last_writer_tainted.get(path, True):
                 self.findings.append({"path": path, "kind": "reward_by_agent_code", "how": "written",
-                                      "change": "created" if path in last_writer_tainted else "written unseen"})
+                                      "change": "created" if path in self._last_writer_tainted else "written unseen"})
+
+    def _settle(self, pid: int, rest: str, known: set[int], orphans: dict[int, list[str]]) -> None:
+        """Read one call; when it is a clone, then the lines its child printed before it, and theirs in turn."""
+        stack = [iter([(pid, rest)])]
+        while stack:
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                continue
+            self._call(*item)
+            if child := _CHILD_RE.match(item[1]):
+                known.add(int(child[1]))
+                if int(child[1]) in orphans:
+                    stack.append(iter([(int(child[1]), line) for line in orphans.pop(int(child[1]))]))
+
+    def _call(self, pid: int, rest: str) -> None:
+        """One completed call of the verifier's trace, after the script's mark."""
+        process = self._group.get(pid, pid)
+        tainted, program = self._tainted, self._program
+        if child := _CHILD_RE.match(rest):
+            if "CLONE_THREAD" in rest:  # a thread: what it reads, its process has read (npm's workers)
+                self._group[int(child[1])] = process
+                return
+            program[int(child[1])] = program.get(process, "")
+            if process in tainted:
+                tainted.add(int(child[1]))
+            if pid == self._script and not self._script_execs and self._command_child is None:
+                self._command_child = int(child[1])  # `bash -c 'mark; bash test.sh'` that forks test.sh
+            return
+        if exe := _EXEC_RE.match(rest):
+            name = os.path.basename(exe[1])
+            if not (COMMAND_RUNNING_TOOLS.fullmatch(program.get(process, "")) and name in INTERPRETERS):
+                program[process] = name  # npm stays npm when its `#!/usr/bin/env node` line runs node
+            self._script_execs = self._script_execs or pid == self._script
+            if self._agent_made(exe[1], code_only=False):
+                tainted.add(process)
+        elif opened := _OPEN_RE.match(rest):
+            writes = "O_WRONLY" in rest or "O_RDWR" in rest or rest.startswith("creat")
+            if writes and opened[1] in REWARD_FILES:
+                self._last_writer_tainted[opened[1]] = process in tainted
+            elif not writes and process not in tainted and self._taints(opened[1], program.get(process, "")):
+                tainted.add(process)
+        elif _MOVE_RE.match(rest) and rest.rstrip().endswith("= 0"):
+            pairs = _AT_PATH_RE.findall(rest)
+            if pairs:  # the destination is the last (dirfd, name) pair
+                directory, name = pairs[-1]
+                destination = os.path.normpath(os.path.join(directory or "/", name))
+                if destination in REWARD_FILES:
+                    self._last_writer_tainted[destination] = process in tainted
+        elif (killed := _KILLED_RE.match(rest)) and (
+                pid == self._script or (pid == self._command_child and not self._script_execs)):
+            self.script_killed = killed[1]
