@@ -64,6 +64,8 @@ def hostile_commands(sentinel: Path, host_port: int) -> list[str]:
         RESERVE_40_GIB,
         SHARED_80_GIB,
         "ulimit -s unlimited 2>/dev/null; ulimit -Hs",
+        # /dev/shm is memory that no rlimit counts: a tmpfs of its own size, not /dev's (half the host's RAM).
+        "for i in 1 2; do head -c 40M /dev/zero > /dev/shm/f$i || echo shm-full; done 2>&1",
         "nohup sleep 10000 >/dev/null 2>&1 & setsid sleep 10001 >/dev/null 2>&1 & disown -a; echo daemons-started",
         "(while true; do :; done) & sleep 0.5; echo spinner-started",
         "ls /work /home/* /root/.ssh 2>&1 | head -5",
@@ -146,6 +148,8 @@ def test_hostile_battery_leaves_host_and_neighbour_intact(tmp_path):
     assert "File too large" in output_of("yes >")
     assert "allocated" not in output_of("python3 -c \"b = bytearray")
     assert output_of(RESERVE_40_GIB) == "reserved\n"  # a reservation is not a use (RLIMIT_DATA, not RLIMIT_AS)
+    assert output_of("for i in 1 2; do head -c 40M /dev/zero > /dev/shm").endswith(
+        "No space left on device\nshm-full\n")  # the second 40 MiB: past SandboxLimits.shm_bytes
     if not by_cgroup:  # rlimits: shared mappings, which RLIMIT_DATA does not count, stop at RLIMIT_AS; the stack too
         assert "mapped" not in output_of(SHARED_80_GIB)
         assert output_of("ulimit -s unlimited") == f"{limits.memory_bytes // 1024}\n"

@@ -73,6 +73,8 @@ class SandboxLimits:
     #                                   at root its pages count against the memory cgroup, so it stays below
     #                                   memory_bytes (ENOSPC, not OOM); rootless only against the job's cgroup
     disk_inodes: int = 1_000_000      # and its inode count; a breach is ENOSPC inside, recorded by the episode
+    shm_bytes: int = 64 << 20         # /dev/shm, a tmpfs of its own: Docker's default size (bwrap's --dev would
+    #                                   leave it the size of /dev's tmpfs, half the host's RAM)
     trace_bytes: int = 1 << 30        # the strace logs (agent's and verifier's) live on a tmpfs of this size: a
     #                                   command that floods the tracer ends the episode, the host disk never fills
 
@@ -303,7 +305,7 @@ def harness_entries(layout: SandboxLayout) -> set[str]:
     return names - {layout.workdir_top}  # /app of WORKDIR /app/project holds the task's files: the task's entry
 
 
-def _bwrap_mounts(layout: SandboxLayout) -> list[str]:
+def _bwrap_mounts(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
     """The file system both the agent and the verifier see: the same `/`, system directories and writable mounts."""
     argv = [layout.privilege.root_bind, layout.inside(layout.rootfs), "/"]  # its /bin -> usr/bin made by prepare()
     if layout.privilege.root_bind == "--ro-bind":  # the task's own top-level entries (an image's /data) stay writable
@@ -311,7 +313,8 @@ def _bwrap_mounts(layout: SandboxLayout) -> list[str]:
             argv += ["--bind", layout.inside(layout.rootfs / name), f"/{name}"]
     for name in layout.cow_dirs:
         argv += ["--bind", str(layout.root / "merged" / name), f"/{name}"]
-    argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+    argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]
     for sandbox_dir, host_dir in layout.writable.items():
         argv += ["--bind", layout.inside(host_dir), sandbox_dir]
     argv += ["--ro-bind", str(layout.root / "rc"), "/.depgpo"]
@@ -326,9 +329,9 @@ def _bwrap_mounts(layout: SandboxLayout) -> list[str]:
     return argv
 
 
-def bwrap_argv(layout: SandboxLayout) -> list[str]:
+def bwrap_argv(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
     """The agent's bwrap: the persistent interactive shell, with a network namespace of its own."""
-    argv = [*BWRAP_NAMESPACES, "--unshare-net", *_bwrap_mounts(layout), "--chdir", layout.workdir, "--clearenv",
+    argv = [*BWRAP_NAMESPACES, "--unshare-net", *_bwrap_mounts(layout, limits), "--chdir", layout.workdir, "--clearenv",
             *_setenv({**BASE_ENV, **layout.env})]  # the task's ENV may set PATH, HOME, LANG, ... as in its container
     # but not these: observations must stay free of terminal escapes, and traces of bytecode writes.
     argv += ["--setenv", "TERM", "dumb", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
@@ -337,10 +340,10 @@ def bwrap_argv(layout: SandboxLayout) -> list[str]:
     return argv
 
 
-def verifier_bwrap_argv(layout: SandboxLayout, env: dict[str, str], script: str) -> list[str]:
+def verifier_bwrap_argv(layout: SandboxLayout, limits: SandboxLimits, env: dict[str, str], script: str) -> list[str]:
     """The verifier's bwrap: the agent's files and network (joined by nsenter), plus /tests and /logs; a clean
     environment and a non-interactive bash that runs `script`."""
-    argv = [*BWRAP_NAMESPACES, *_bwrap_mounts(layout),
+    argv = [*BWRAP_NAMESPACES, *_bwrap_mounts(layout, limits),
             "--ro-bind", str(layout.tests_dir), "/tests", "--bind", str(layout.verifier_logs), "/logs",
             *(arg for host, inside in layout.verifier_binds for arg in ("--ro-bind", host, inside)),
             "--chdir", layout.workdir, "--clearenv", *_setenv(env)]
@@ -367,7 +370,7 @@ def inner_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True
     bwrap -> bash. `traced=False` drops strace (the benchmark's baseline); nothing else changes."""
     tracer = [*strace_argv(layout.inside(layout.trace_log)), "--"] if traced else []
     agent_pid_namespace = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
-    return [*agent_pid_namespace, *tracer, *_dropped(layout, limits, bwrap_argv(layout))]
+    return [*agent_pid_namespace, *tracer, *_dropped(layout, limits, bwrap_argv(layout, limits))]
 
 
 def verifier_argv(layout: SandboxLayout, limits: SandboxLimits, p1_init: int, net_fd: int, trace_log: Path,
@@ -376,7 +379,7 @@ def verifier_argv(layout: SandboxLayout, limits: SandboxLimits, p1_init: int, ne
     network namespace (an fd the harness holds open: /proc/self/fd/N of nsenter), traced into its own log."""
     enter = layout.privilege.verifier_enter_argv(p1_init, net_fd)
     return [*enter, *strace_argv(layout.inside(trace_log)), "--",
-            *_dropped(layout, limits, verifier_bwrap_argv(layout, env, script))]
+            *_dropped(layout, limits, verifier_bwrap_argv(layout, limits, env, script))]
 
 
 def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
