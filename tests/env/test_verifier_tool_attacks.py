@@ -224,10 +224,11 @@ def test_a_test_that_imports_the_agents_own_module_or_the_tasks_edited_one_is_no
     assert verifier["reward"] == 1.0 and verifier["tampering"] == [], verifier
 
 
-def printed_before_the_clone_returned(trace: str, pids: set[int], child: int) -> str:
+def printed_before_the_clone_returned(trace: str, pids: set[int], child: int, returns: bool = True) -> str:
     """The same trace as strace prints it when a child runs before its parent's clone returns (as it did under load
     in CI): the parent's call cut into `<unfinished ...>` and `<... resumed>` if it was whole, and every line of
-    `pids` (the child, and its own children) from there on moved before the return."""
+    `pids` (the child, and its own children) from there on moved before the return; `returns=False`: the parent
+    died inside the call, which then never returns."""
     lines = [line + "\n" for line in trace.splitlines()]  # the last, cut by the kill, has none
     at = next(i for i, line in enumerate(lines) if re.search(rf"\) = {child}$", line)
               and re.match(r"\d+\s+\S+\s+(?:<\.\.\. )?v?(?:clone|fork)", line))
@@ -239,10 +240,10 @@ def printed_before_the_clone_returned(trace: str, pids: set[int], child: int) ->
         opened, returned = [f"{pid} {time} {head} <unfinished ...>\n"], [f"{pid} {time} <... clone resumed>) = {tail}"]
     moved = [line for line in lines[at + 1:] if int(line.split(None, 1)[0]) in pids]
     rest = [line for line in lines[at + 1:] if int(line.split(None, 1)[0]) not in pids]
-    return "".join(lines[:at] + opened + moved + returned + rest)
+    return "".join(lines[:at] + opened + moved + (returned if returns else []) + rest)
 
 
-@pytest.mark.parametrize("moved", ["the hook", "git and its hook"])
+@pytest.mark.parametrize("moved", ["the hook", "git and its hook", "the hook of a git killed in the clone"])
 def test_lines_printed_before_their_clone_returned_keep_the_taint_of_their_parent(moved, tasks, request):
     """strace may print a child's first calls before its parent's clone returns; the fsmonitor hook's write of the
     reward then came before git had a child on record, and the verdict saw an untainted writer (CI, rootless)."""
@@ -256,8 +257,9 @@ def test_lines_printed_before_their_clone_returned_keep_the_taint_of_their_paren
         git = int(re.search(rf"^(\d+)\s+\S+\s+clone\(.*\) = {hook}$", trace, re.M)[1])
         mark = re.search(r"/\.depgpo_mark/-1/0/[0-9a-f]+", trace)[0]
         reordered = ep.layout.root / "reordered-trace.log"
-        pids, child = ({hook}, hook) if moved == "the hook" else ({git, hook}, git)
-        reordered.write_text(printed_before_the_clone_returned(trace, pids, child), errors="surrogateescape")
+        pids, child = ({git, hook}, git) if moved == "git and its hook" else ({hook}, hook)
+        reordered.write_text(printed_before_the_clone_returned(trace, pids, child, returns="killed" not in moved),
+                             errors="surrogateescape")
         processes = VerifierProcesses(reordered, mark, None, ep.layout, ep._initial_hashes, ep.system.path)
     assert [f["kind"] for f in processes.findings] == ["reward_by_agent_code"], processes.findings
     assert processes.findings[0]["change"] == "created"  # its write was seen, and seen as the agent's

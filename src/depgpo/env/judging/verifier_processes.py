@@ -39,6 +39,7 @@ TOOL_CONFIG_NAMES = frozenset({
 TOOL_CONFIG_DIRS = ("/.git/", "/.config/git/", "/etc/profile.d/", "/.config/pip/", "/.pip/", "/etc/xdg/pip/",
                     "/.config/uv/", "/etc/uv/", "/.ssh/")
 _LINE_RE = re.compile(r"(\d+)\s+\S+\s+(.*)")
+_CLONE_START_RE = re.compile(r"^(?:clone3?|fork|vfork)\(")
 _CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d+)")
 _EXEC_RE = re.compile(r'^execve(?:at)?\((?:\d+<[^>]*>, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+0')
 _OPEN_RE = re.compile(r"^(?:open|openat|openat2|creat)\(.*\)\s+=\s+\d+<((?:[^<>\\]|\\.)*)>")
@@ -101,6 +102,7 @@ class VerifierProcesses:
         # under load): they wait here until the clone names the child, so the child inherits its parent's taint.
         known: set[int] = set()
         orphans: dict[int, list[str]] = {}
+        cloning: dict[int, list[int]] = {}  # orphan -> the processes in a clone when its first line came
         with open(trace, "rb") as fh:
             for raw in fh:
                 match = _LINE_RE.match(raw.decode("utf-8", "surrogateescape").rstrip("\n"))
@@ -120,10 +122,16 @@ class VerifierProcesses:
                     continue
                 if pid in known:
                     self._settle(pid, rest, known, orphans)
-                else:
-                    orphans.setdefault(pid, []).append(rest)
-        while orphans:  # never announced by a clone the trace holds: read as they came
+                    continue
+                if pid not in orphans:
+                    cloning[pid] = [p for p, call in partial.items() if _CLONE_START_RE.match(call)]
+                orphans.setdefault(pid, []).append(rest)
+        # Never announced: its parent died inside the clone (killed before strace saw it return). Its parent was
+        # one of the processes then in a clone; if any of them ran agent code, so does it.
+        while orphans:
             pid = next(iter(orphans))
+            if any(self._group.get(p, p) in self._tainted for p in cloning.get(pid, ())):
+                self._tainted.add(pid)
             for orphan_rest in orphans.pop(pid):
                 self._settle(pid, orphan_rest, known, orphans)
         for path in REWARD_FILES:
