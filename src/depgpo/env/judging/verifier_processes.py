@@ -1,11 +1,17 @@
-"""The verifier's processes, read from its own trace: which of them ran agent code, who last wrote each reward file,
+"""The verifier's processes, read from its own trace: which of them ran agent code, which wrote each reward file,
 and whether the verifier's script itself ran to its end (docs/threat-model.md#what-is-detected-and-by-default-earns-0).
 
 A process runs agent code when it executed an agent-made program, loaded an agent-made script or module, read
 agent-written configuration of a tool that makes the tool run commands, or descends from such a process (children
-forked after the taint). The reward files must be last written by untainted processes of the verifier: its script
-and what that script ran for the purpose. A script killed by a signal did not run to its verdict, whatever a
-reward file says (`kill -9 -1` from a hook after it wrote one).
+forked after the taint). No such process may open a reward file for writing or move one into place, at any point:
+only opens are traced, and a descriptor it kept could write after the script's own write. A reward file no traced
+process wrote counts as the agent's too. A script killed by a signal did not run to its verdict, whatever a reward
+file says (`kill -9 -1` from a hook after it wrote one).
+
+Parentage: strace -f may print a child's first calls before its parent's clone returns, so they wait until the
+clone names the child. A process no clone names (its parent killed inside the call; a PID namespace of its own,
+whose clones return that namespace's pids) runs agent code: its parent is unknown. A pid that exited is forgotten
+until a clone names it again.
 
 Tool configuration, the rule (b) of issue 39: git reads its configuration from many places (`.git/config`, a `.git`
 file pointing elsewhere, `include.path`, `.gitattributes`) and runs what it names (core.fsmonitor, filters, aliases,
@@ -39,13 +45,13 @@ TOOL_CONFIG_NAMES = frozenset({
 TOOL_CONFIG_DIRS = ("/.git/", "/.config/git/", "/etc/profile.d/", "/.config/pip/", "/.pip/", "/etc/xdg/pip/",
                     "/.config/uv/", "/etc/uv/", "/.ssh/")
 _LINE_RE = re.compile(r"(\d+)\s+\S+\s+(.*)")
-_CLONE_START_RE = re.compile(r"^(?:clone3?|fork|vfork)\(")
 _CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d+)")
 _EXEC_RE = re.compile(r'^execve(?:at)?\((?:\d+<[^>]*>, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+0')
 _OPEN_RE = re.compile(r"^(?:open|openat|openat2|creat)\(.*\)\s+=\s+\d+<((?:[^<>\\]|\\.)*)>")
 _MOVE_RE = re.compile(r"^(?:rename|renameat2?|link|linkat|symlink|symlinkat)\(")
 _AT_PATH_RE = re.compile(r'(?:(?:AT_FDCWD|\d+)<((?:[^<>\\]|\\.)*)>, )?"((?:[^"\\]|\\.)*)"')
 _KILLED_RE = re.compile(r"^\+\+\+ killed by (SIG\w+)")
+ORPHAN_BYTES = 64 << 20  # lines held back for processes not yet named by a clone; beyond, the oldest goes
 
 
 def _signal_name(number: int) -> str:
@@ -95,14 +101,14 @@ class VerifierProcesses:
 
     def _read(self, trace: Path, mark: str) -> None:
         self._tainted, self._program, self._group = set(), {}, {}  # by process (thread-group leader)
-        self._last_writer_tainted: dict[str, bool] = {}
+        self._written: set[str] = set()        # reward files some process of the verifier wrote
+        self._agent_written: set[str] = set()  # ... and those a process running agent code opened for writing
         self._script, self._script_execs, self._command_child = None, False, None
+        # Lines of processes no clone has named yet wait here (parentage, in the module's docstring)
+        self._known: set[int] = set()
+        self._orphans: dict[int, list[str]] = {}
+        self._orphan_bytes = 0
         partial: dict[int, str] = {}
-        # strace -f may print a child's first calls before its parent's clone returns (git's fsmonitor hook, run
-        # under load): they wait here until the clone names the child, so the child inherits its parent's taint.
-        known: set[int] = set()
-        orphans: dict[int, list[str]] = {}
-        cloning: dict[int, list[int]] = {}  # orphan -> the processes in a clone when its first line came
         with open(trace, "rb") as fh:
             for raw in fh:
                 match = _LINE_RE.match(raw.decode("utf-8", "surrogateescape").rstrip("\n"))
@@ -116,31 +122,35 @@ class VerifierProcesses:
                     rest = partial.pop(pid, "") + rest[rest.find(">") + 1:]
                 if self._script is None:  # before the script's mark: every process so far is the harness's
                     child = _CHILD_RE.match(rest)
-                    known.update([pid, int(child[1])] if child else [pid])
+                    self._known.update([pid, int(child[1])] if child else [pid])
                     if mark in rest:
                         self._script = pid
                     continue
-                if pid in known:
-                    self._settle(pid, rest, known, orphans)
+                if pid in self._known:
+                    self._settle(pid, rest)
                     continue
-                if pid not in orphans:
-                    cloning[pid] = [p for p, call in partial.items() if _CLONE_START_RE.match(call)]
-                orphans.setdefault(pid, []).append(rest)
-        # Never announced: its parent died inside the clone (killed before strace saw it return). Its parent was
-        # one of the processes then in a clone; if any of them ran agent code, so does it.
-        while orphans:
-            pid = next(iter(orphans))
-            if any(self._group.get(p, p) in self._tainted for p in cloning.get(pid, ())):
-                self._tainted.add(pid)
-            for orphan_rest in orphans.pop(pid):
-                self._settle(pid, orphan_rest, known, orphans)
+                self._orphans.setdefault(pid, []).append(rest)
+                self._orphan_bytes += len(rest)
+                if self._orphan_bytes > ORPHAN_BYTES:  # held back too much: the oldest goes now, as the agent's
+                    self._disown(next(iter(self._orphans)))
+        while self._orphans:  # never named by a clone the trace holds (a parent killed inside the call, a process
+            self._disown(next(iter(self._orphans)))  # in a PID namespace of its own): the agent's, to be safe
         for path in REWARD_FILES:
             exists = (self._layout.verifier_logs / os.path.relpath(path, "/logs")).exists()
-            if exists and self._last_writer_tainted.get(path, True):
+            if exists and (path in self._agent_written or path not in self._written):
                 self.findings.append({"path": path, "kind": "reward_by_agent_code", "how": "written",
-                                      "change": "created" if path in self._last_writer_tainted else "written unseen"})
+                                      "change": "created" if path in self._written else "written unseen"})
 
-    def _settle(self, pid: int, rest: str, known: set[int], orphans: dict[int, list[str]]) -> None:
+    def _disown(self, pid: int) -> None:
+        """Read an orphan's lines now, as a process that runs agent code: its parent is unknown."""
+        lines = self._orphans.pop(pid)
+        self._orphan_bytes -= sum(map(len, lines))
+        self._known.add(pid)
+        self._tainted.add(self._group.get(pid, pid))
+        for rest in lines:
+            self._settle(pid, rest)
+
+    def _settle(self, pid: int, rest: str) -> None:
         """Read one call; when it is a clone, then the lines its child printed before it, and theirs in turn."""
         stack = [iter([(pid, rest)])]
         while stack:
@@ -149,24 +159,32 @@ class VerifierProcesses:
                 stack.pop()
                 continue
             self._call(*item)
-            if child := _CHILD_RE.match(item[1]):
-                known.add(int(child[1]))
-                if int(child[1]) in orphans:
-                    stack.append(iter([(int(child[1]), line) for line in orphans.pop(int(child[1]))]))
+            if (child := _CHILD_RE.match(item[1])) and int(child[1]) in self._orphans:
+                lines = self._orphans.pop(int(child[1]))
+                self._orphan_bytes -= sum(map(len, lines))
+                stack.append(iter([(int(child[1]), line) for line in lines]))
 
     def _call(self, pid: int, rest: str) -> None:
         """One completed call of the verifier's trace, after the script's mark."""
         process = self._group.get(pid, pid)
         tainted, program = self._tainted, self._program
         if child := _CHILD_RE.match(rest):
-            if "CLONE_THREAD" in rest:  # a thread: what it reads, its process has read (npm's workers)
-                self._group[int(child[1])] = process
+            new = int(child[1])
+            if new in self._known:  # read already (an orphan held back too long, so as the agent's): taint only adds
+                if process in tainted:
+                    tainted.add(self._group.get(new, new))
                 return
-            program[int(child[1])] = program.get(process, "")
+            self._known.add(new)
+            tainted.discard(new)  # a new process (its pid may be an old one's): its parent's taint, nothing older
+            if "CLONE_THREAD" in rest:  # a thread: what it reads, its process has read (npm's workers)
+                self._group[new] = process
+                return
+            self._group.pop(new, None)
+            program[new] = program.get(process, "")
             if process in tainted:
-                tainted.add(int(child[1]))
+                tainted.add(new)
             if pid == self._script and not self._script_execs and self._command_child is None:
-                self._command_child = int(child[1])  # `bash -c 'mark; bash test.sh'` that forks test.sh
+                self._command_child = new  # `bash -c 'mark; bash test.sh'` that forks test.sh
             return
         if exe := _EXEC_RE.match(rest):
             name = os.path.basename(exe[1])
@@ -178,7 +196,7 @@ class VerifierProcesses:
         elif opened := _OPEN_RE.match(rest):
             writes = "O_WRONLY" in rest or "O_RDWR" in rest or rest.startswith("creat")
             if writes and opened[1] in REWARD_FILES:
-                self._last_writer_tainted[opened[1]] = process in tainted
+                self._wrote(opened[1], process)
             elif not writes and process not in tainted and self._taints(opened[1], program.get(process, "")):
                 tainted.add(process)
         elif _MOVE_RE.match(rest) and rest.rstrip().endswith("= 0"):
@@ -187,7 +205,17 @@ class VerifierProcesses:
                 directory, name = pairs[-1]
                 destination = os.path.normpath(os.path.join(directory or "/", name))
                 if destination in REWARD_FILES:
-                    self._last_writer_tainted[destination] = process in tainted
-        elif (killed := _KILLED_RE.match(rest)) and (
-                pid == self._script or (pid == self._command_child and not self._script_execs)):
-            self.script_killed = killed[1]
+                    self._wrote(destination, process)
+        elif rest.startswith(("+++ exited", "+++ killed")):  # not "superseded by execve": that pid lives on
+            if (killed := _KILLED_RE.match(rest)) and (
+                    pid == self._script or (pid == self._command_child and not self._script_execs)):
+                self.script_killed = killed[1]
+            self._known.discard(pid)  # gone: a later process with its pid must first be named by a clone
+            self._group.pop(pid, None)
+
+    def _wrote(self, path: str, process: int) -> None:
+        """A reward file opened for writing or moved into place. Agent code that did so, at any point, counts:
+        with only opens traced, a descriptor it kept could write after the verifier's own last write."""
+        self._written.add(path)
+        if process in self._tainted:
+            self._agent_written.add(path)
