@@ -470,3 +470,13 @@ def test_skipped_prefixes_may_not_hide_marks_or_process_probes():
     for too_broad in ("/", "/.depgpo", "/proc/"):
         with pytest.raises(ValueError, match="untracked_prefixes"):
             TraceParser(untracked_prefixes=(too_broad,))
+
+
+@needs_strace
+@pytest.mark.sandbox
+def test_a_pid_namespace_of_its_own_keeps_its_processes_their_writes_and_kills(shell):
+    """In it a clone returns the namespace's pid; the tracer's comes in a comment (--decode-pids=pidns). Without it
+    the grandchild was never tied to the command, its write was lost, and `kill PID` broke the parser."""
+    effects = shell.run("unshare -Upf sh -c 'sh -c \"echo x > inner.txt\"; sleep 30 & sleep 0.3; kill $!; wait'")
+    assert effects.created == {shell.path("inner.txt")}
+    assert [victim.name for victim in effects.killed] == ["sleep"], effects.killed

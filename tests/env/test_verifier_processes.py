@@ -91,3 +91,12 @@ def test_an_agent_programs_child_is_the_agents_in_either_order(order, tmp_path):
     judged = judge(tmp_path, clone(SCRIPT, 11), execve(11, "/app/agent-tool", "agent-tool"), *spawn,
                    writes_reward(SCRIPT))
     assert [f["kind"] for f in judged.findings] == ["reward_by_agent_code"]
+
+
+@pytest.mark.parametrize("program", ["/usr/bin/unshare", "/app/agent-tool"])
+def test_a_clone_in_a_pid_namespace_names_its_child_by_the_tracers_pid(program, tmp_path):
+    """With --decode-pids=pidns: the verifier's own namespace stays the verifier's, the agent's the agent's."""
+    judged = judge(tmp_path, clone(SCRIPT, 11), execve(11, program, "x"), clone(11, 12),
+                   line(12, "vfork( <unfinished ...>"), execve(13, "/usr/bin/sh", "sh"), writes_reward(13),
+                   line(12, "<... vfork resumed>) = 2 /* 13 in strace's PID NS */"), exited(13), exited(12))
+    assert [f["kind"] for f in judged.findings] == ([] if program == "/usr/bin/unshare" else ["reward_by_agent_code"])

@@ -38,7 +38,7 @@ import re
 
 from depgpo.env.tracing.trace_parser import TraceParser
 from depgpo.env.tracing.trace_state import SETUP, Segment, TracedProcess
-from depgpo.env.tracing.trace_syntax import AT_ARGS, STRING, split_result, unescape
+from depgpo.env.tracing.trace_syntax import AT_ARGS, STRING, split_result, strace_pid, unescape
 from depgpo.trajectory.scope import PACKAGE_STATE_DIRS, SYSTEM_DIRS, is_under
 
 # Programs that fetch or install software, and read their own configuration while they do.
@@ -180,7 +180,7 @@ class VerifierTraceParser(TraceParser):
             self._state(proc)
             super()._dispatch(proc, tid, seg, rest)
             _, result = split_result(rest)
-            child = self._procs.get(int(result.split(None, 1)[0])) if result[:1].isdigit() else None
+            child = self._procs.get(strace_pid(result)) if result[:1].isdigit() else None
             if child is not None:
                 self._state(child)  # pinned now: the parent's state at the fork, whatever it runs later
             return

@@ -9,9 +9,10 @@ process wrote counts as the agent's too. A script killed by a signal did not run
 file says (`kill -9 -1` from a hook after it wrote one).
 
 Parentage: strace -f may print a child's first calls before its parent's clone returns, so they wait until the
-clone names the child. A process no clone names (its parent killed inside the call; a PID namespace of its own,
-whose clones return that namespace's pids) runs agent code: its parent is unknown. A pid that exited is forgotten
-until a clone names it again.
+clone names the child; in a PID namespace of its own a clone returns that namespace's pid, and the tracer's, which
+names the child, comes in a comment (strace_flags). A process no clone names (its parent killed inside the call, a
+pid strace could not translate) runs agent code: its parent is unknown. A pid that exited is forgotten until a
+clone names it again.
 
 Tool configuration, the rule (b) of issue 39: git reads its configuration from many places (`.git/config`, a `.git`
 file pointing elsewhere, `include.path`, `.gitattributes`) and runs what it names (core.fsmonitor, filters, aliases,
@@ -29,6 +30,7 @@ import signal
 from pathlib import Path
 
 from depgpo.env.judging.tampering import agent_change, resolve
+from depgpo.env.tracing.trace_syntax import strace_pid
 
 REWARD_FILES = ("/logs/verifier/reward.json", "/logs/verifier/reward.txt")
 CODE_SUFFIXES = (".py", ".pyc", ".pth", ".sh", ".bash", ".pl", ".rb", ".js", ".lua", ".php", ".jar")
@@ -45,7 +47,7 @@ TOOL_CONFIG_NAMES = frozenset({
 TOOL_CONFIG_DIRS = ("/.git/", "/.config/git/", "/etc/profile.d/", "/.config/pip/", "/.pip/", "/etc/xdg/pip/",
                     "/.config/uv/", "/etc/uv/", "/.ssh/")
 _LINE_RE = re.compile(r"(\d+)\s+\S+\s+(.*)")
-_CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d+)")
+_CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d+(?: /\* \d+ in strace's PID NS \*/)?)")
 _EXEC_RE = re.compile(r'^execve(?:at)?\((?:\d+<[^>]*>, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+0')
 _OPEN_RE = re.compile(r"^(?:open|openat|openat2|creat)\(.*\)\s+=\s+\d+<((?:[^<>\\]|\\.)*)>")
 _MOVE_RE = re.compile(r"^(?:rename|renameat2?|link|linkat|symlink|symlinkat)\(")
@@ -122,7 +124,7 @@ class VerifierProcesses:
                     rest = partial.pop(pid, "") + rest[rest.find(">") + 1:]
                 if self._script is None:  # before the script's mark: every process so far is the harness's
                     child = _CHILD_RE.match(rest)
-                    self._known.update([pid, int(child[1])] if child else [pid])
+                    self._known.update([pid, strace_pid(child[1])] if child else [pid])
                     if mark in rest:
                         self._script = pid
                     continue
@@ -159,17 +161,17 @@ class VerifierProcesses:
                 stack.pop()
                 continue
             self._call(*item)
-            if (child := _CHILD_RE.match(item[1])) and int(child[1]) in self._orphans:
-                lines = self._orphans.pop(int(child[1]))
+            if (child := _CHILD_RE.match(item[1])) and (new := strace_pid(child[1])) in self._orphans:
+                lines = self._orphans.pop(new)
                 self._orphan_bytes -= sum(map(len, lines))
-                stack.append(iter([(int(child[1]), line) for line in lines]))
+                stack.append(iter([(new, line) for line in lines]))
 
     def _call(self, pid: int, rest: str) -> None:
         """One completed call of the verifier's trace, after the script's mark."""
         process = self._group.get(pid, pid)
         tainted, program = self._tainted, self._program
         if child := _CHILD_RE.match(rest):
-            new = int(child[1])
+            new = strace_pid(child[1])
             if new in self._known:  # read already (an orphan held back too long, so as the agent's): taint only adds
                 if process in tainted:
                     tainted.add(self._group.get(new, new))

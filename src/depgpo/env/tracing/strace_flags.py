@@ -34,6 +34,9 @@ def strace_argv(log_path: str) -> list[str]:
         "strace", "-f", "--seccomp-bpf", "-q", "-ttt", "-y", "-yy", "-s", "256",
         # Signals stay in the signal set: strace prints "+++ killed by SIG +++" only for signals in it.
         "-e", "signal=!SIGCHLD,SIGWINCH,SIGALRM",
+        # A process in a PID namespace of its own (`unshare -p`, bwrap, Chrome's sandbox) sees other pids than the
+        # tracer: its clones return them. This adds strace's own in a comment, so children stay tied to parents.
+        "--decode-pids=pidns",
         "-e", "trace=" + ",".join(TRACED_SYSCALLS),
         "-o", log_path,
     ]

@@ -45,7 +45,7 @@ from depgpo.env.tracing.trace_state import (SETUP, VERIFIER, ProcInfo, Segment, 
 from depgpo.env.tracing.trace_syntax import (AT, AT_ARGS, CHDIR, CONNECT_ATTEMPTS, CREAT, DELETE, EXEC,
     FAST_SKIP_PREFIXES, FD, FD_ARG, FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS, MARK_NEEDLE,
     MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED, UNIX_PATH, decoration, resolve_path,
-    skippable_lines, split_result, unescape)
+    skippable_lines, split_result, strace_pid, unescape)
 
 
 class TraceParser:
@@ -205,7 +205,7 @@ class TraceParser:
         args, result = split_result(rest)
         if not result[:1].isdigit():
             return
-        child_tid = int(result.split(None, 1)[0])
+        child_tid = strace_pid(result)
         if "CLONE_THREAD" in args:
             self._procs[child_tid] = parent
         else:
@@ -228,7 +228,9 @@ class TraceParser:
         fields = [arg.strip() for arg in args[pos:].split(",")]
         if rest.startswith("tgkill"):  # tgkill(tgid, tid, sig)
             fields = fields[1:]
-        target, signal = int(fields[0]), fields[1]
+        target, signal = strace_pid(fields[0]), fields[1]
+        if target is None:
+            return
         if rest.startswith("kill"):
             targets = self._signal_targets(sender, target)
         else:  # tkill/tgkill name a thread

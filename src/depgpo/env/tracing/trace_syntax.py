@@ -27,6 +27,20 @@ def skippable_lines(untracked_prefixes: tuple[str, ...]) -> re.Pattern:
     return re.compile(rf'\d+ +[\d.]+ (?:(?:{lookups})\([^"]*"(?:", |{prefixes})|(?:{opens})\([^"]*"(?:{prefixes}))')
 
 
+PIDNS_PID = re.compile(r"(-?\d+) /\* (-?\d+) in strace's PID NS \*/")
+
+
+def strace_pid(text: str) -> int | None:
+    """The pid at the start of a call's result or argument, in the tracer's PID namespace: with
+    --decode-pids=pidns strace adds that one in a comment where the tracee sees another (`2 /* 7900 in strace's PID
+    NS */`). None when `text` does not start with a pid."""
+    translated = PIDNS_PID.match(text)
+    if translated:
+        return int(translated[2])
+    head = text.split(None, 1)[0] if text.strip() else ""
+    return int(head) if head.lstrip("-").isdigit() else None
+
+
 def split_result(rest: str) -> tuple[str, str]:
     """'openat(...) = 3</x>' -> ('openat(...', '3</x>'); the result is '?' when strace printed none."""
     end = rest.rfind(") = ")
