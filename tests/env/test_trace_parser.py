@@ -480,3 +480,5 @@ def test_a_pid_namespace_of_its_own_keeps_its_processes_their_writes_and_kills(s
     effects = shell.run("unshare -Upf sh -c 'sh -c \"echo x > inner.txt\"; sleep 30 & sleep 0.3; kill $!; wait'")
     assert effects.created == {shell.path("inner.txt")}
     assert [victim.name for victim in effects.killed] == ["sleep"], effects.killed
+    group = shell.run("unshare -Upf bash -c 'set -m; (sleep 30 & sleep 31 & wait) & sleep 0.3; kill -TERM -$!; wait'")
+    assert sorted(victim.name for victim in group.killed) == ["bash", "sleep", "sleep"], group.killed  # the group

@@ -33,10 +33,11 @@ PIDNS_PID = re.compile(r"(-?\d+) /\* (-?\d+) in strace's PID NS \*/")
 def strace_pid(text: str) -> int | None:
     """The pid at the start of a call's result or argument, in the tracer's PID namespace: with
     --decode-pids=pidns strace adds that one in a comment where the tracee sees another (`2 /* 7900 in strace's PID
-    NS */`). None when `text` does not start with a pid."""
+    NS */`; for a process group, `-2 /* 7900 ... */`, which stays a group: -7900). None when `text` does not start
+    with a pid."""
     translated = PIDNS_PID.match(text)
     if translated:
-        return int(translated[2])
+        return -abs(int(translated[2])) if translated[1].startswith("-") else int(translated[2])
     head = text.split(None, 1)[0] if text.strip() else ""
     return int(head) if head.lstrip("-").isdigit() else None
 
