@@ -50,6 +50,16 @@ if [ -n "${missing// /}" ]; then
   fi
 fi
 
+# Flags the sandbox passes: strace's --decode-pids=pidns (5.15 on; Debian 12 has 6.1), bwrap's --size (Debian 12: 0.8)
+if command -v strace >/dev/null && [[ "$(strace --help 2>&1 || true)" != *--decode-pids* ]]; then
+  echo "envs/setup.sh: $(strace -V | head -1) lacks --decode-pids=pidns, which the tracer passes; put strace 5.15 or newer on PATH" >&2
+  exit 1
+fi
+if command -v bwrap >/dev/null && [[ "$(bwrap --help 2>&1 || true)" != *--size* ]]; then
+  echo "envs/setup.sh: $(bwrap --version) lacks --size, which sizes the sandbox's /dev/shm; put a newer bwrap (0.8) on PATH" >&2
+  exit 1
+fi
+
 PY=${PYTHON:-python3}
 # As root for the tests, the venv must be one another user can run: tests/test_rootless.py runs the sandbox suites as
 # an ordinary user. A Python under /root (pyenv) is not; Debian's python3 is.

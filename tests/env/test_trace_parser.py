@@ -482,3 +482,35 @@ def test_a_pid_namespace_of_its_own_keeps_its_processes_their_writes_and_kills(s
     assert [victim.name for victim in effects.killed] == ["sleep"], effects.killed
     group = shell.run("unshare -Upf bash -c 'set -m; (sleep 30 & sleep 31 & wait) & sleep 0.3; kill -TERM -$!; wait'")
     assert sorted(victim.name for victim in group.killed) == ["bash", "sleep", "sleep"], group.killed  # the group
+
+
+def test_an_untranslated_pid_of_a_pid_namespace_does_not_replace_a_live_process():
+    """strace translates a nested namespace's pid only while the child is alive; a child reaped first shows the
+    namespace's own pid (7), here also the pid of command 0's background job, whose later write stays its own."""
+    log = (
+        '100  1.000001 newfstatat(AT_FDCWD</w>, "/.depgpo_mark/-1/0", 0x1, 0) = -1 ENOENT (No such file)\n'
+        "100  1.000002 clone(child_stack=NULL, flags=CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 7\n"
+        '100  1.000003 newfstatat(AT_FDCWD</w>, "/.depgpo_mark/0/0", 0x1, 0) = -1 ENOENT (No such file)\n'
+        "100  1.000004 clone(child_stack=NULL, flags=CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 8\n"
+        "8  1.000005 clone(child_stack=NULL, flags=CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 7\n"
+        '7  1.000006 openat(AT_FDCWD</w>, "/w/bg.txt", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</w/bg.txt>\n'
+        '100  1.000007 newfstatat(AT_FDCWD</w>, "/.depgpo_mark/1/0", 0x1, 0) = -1 ENOENT (No such file)\n'
+    )
+    parser = TraceParser()
+    parser.feed(log)
+    assert parser.summary(1).created == set()
+    assert parser.summary(0).late["created"] == {"/w/bg.txt"}  # command 0's job wrote it after that command ended
+
+
+def test_lines_held_back_past_the_bound_are_read_as_their_segments(monkeypatch):
+    monkeypatch.setattr("depgpo.env.tracing.trace_parser.MAX_ORPHAN_LINES", 2)
+    log = (
+        '100  1.000001 newfstatat(AT_FDCWD</w>, "/.depgpo_mark/-1/0", 0x1, 0) = -1 ENOENT (No such file)\n'
+        + "".join(f'300  1.00001{i} newfstatat(AT_FDCWD</w>, "/w/f{i}", 0x1, 0) = -1 ENOENT (No such file)\n'
+                  for i in range(2))
+        + '300  1.000020 openat(AT_FDCWD</w>, "/w/out.txt", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</w/out.txt>\n'
+        '100  1.000030 newfstatat(AT_FDCWD</w>, "/.depgpo_mark/0/0", 0x1, 0) = -1 ENOENT (No such file)\n'
+    )
+    parser = TraceParser()
+    parser.feed(log)
+    assert parser.summary(0).created == {"/w/out.txt"}

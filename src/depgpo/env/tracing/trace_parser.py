@@ -48,6 +48,10 @@ from depgpo.env.tracing.trace_syntax import (AT, AT_ARGS, CHDIR, CONNECT_ATTEMPT
     skippable_lines, split_result, strace_pid, unescape)
 
 
+# Lines held back for processes no clone has named yet; beyond this many, the oldest such process is read as is.
+MAX_ORPHAN_LINES = 200_000
+
+
 class TraceParser:
     """Incremental parser of one episode's strace log. See the module docstring for the rules.
 
@@ -78,6 +82,7 @@ class TraceParser:
         self._root_seen = False
         # Lines of a child printed before its parent's clone returned: replayed once the clone tells who it is.
         self._orphan_lines: dict[int, list[tuple[Segment, str]]] = {}
+        self._orphan_count = 0
         self._segments: dict[Segment, SegmentRecord] = {}
         self._current: Segment = SETUP
         self._in_verifier = False
@@ -161,6 +166,9 @@ class TraceParser:
         if proc is None:
             if self._root_seen:
                 self._orphan_lines.setdefault(tid, []).append((self._current, rest))
+                self._orphan_count += 1
+                if self._orphan_count > MAX_ORPHAN_LINES:
+                    self._adopt(next(iter(self._orphan_lines)))
                 return
             self._root_seen = True
             proc = self._procs[tid] = TracedProcess(tid, self._current, "", None, None, tid == self._shell_pid)
@@ -206,14 +214,27 @@ class TraceParser:
         if not result[:1].isdigit():
             return
         child_tid = strace_pid(result)
+        if child_tid in self._procs:  # a live pid: a PID namespace's own, which strace could not translate (the
+            return                    # child was reaped before it printed); the child stays unknown
         if "CLONE_THREAD" in args:
             self._procs[child_tid] = parent
         else:
             owner = seg if parent.is_shell else parent.owner
             self._procs[child_tid] = TracedProcess(child_tid, owner, parent.name, parent.cwd, parent,
                                               child_tid == self._shell_pid, set(parent.ports))
-        for orphan_seg, orphan_rest in self._orphan_lines.pop(child_tid, ()):
+        orphans = self._orphan_lines.pop(child_tid, ())
+        self._orphan_count -= len(orphans)
+        for orphan_seg, orphan_rest in orphans:
             self._dispatch(self._procs[child_tid], child_tid, orphan_seg, orphan_rest)
+
+    def _adopt(self, tid: int) -> None:
+        """Lines held back too long for a process no clone has named (in a PID namespace strace could not translate):
+        read them now, as a process of the segment its first line came in, parent and working directory unknown."""
+        orphans = self._orphan_lines.pop(tid)
+        self._orphan_count -= len(orphans)
+        proc = self._procs[tid] = TracedProcess(tid, orphans[0][0], "", None, None, False)
+        for orphan_seg, orphan_rest in orphans:
+            self._dispatch(proc, tid, orphan_seg, orphan_rest)
 
     def _exit(self, proc: TracedProcess, tid: int) -> None:
         self._procs.pop(tid, None)
