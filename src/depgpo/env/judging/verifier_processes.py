@@ -135,8 +135,8 @@ class VerifierProcesses:
                 self._orphan_bytes += len(rest)
                 if self._orphan_bytes > ORPHAN_BYTES:  # held back too much: the oldest goes now, as the agent's
                     self._disown(next(iter(self._orphans)))
-        while self._orphans:  # never named by a clone the trace holds (a parent killed inside the call, a process
-            self._disown(next(iter(self._orphans)))  # in a PID namespace of its own): the agent's, to be safe
+        while self._orphans:  # never named by a clone the trace holds (a parent killed inside the call, a pid
+            self._disown(next(iter(self._orphans)))  # strace could not translate): the agent's, to be safe
         for path in REWARD_FILES:
             exists = (self._layout.verifier_logs / os.path.relpath(path, "/logs")).exists()
             if exists and (path in self._agent_written or path not in self._written):
