@@ -43,9 +43,9 @@ from depgpo.env.tracing.strace_flags import MARK_DIR
 from depgpo.env.tracing.trace_state import (SETUP, VERIFIER, ProcInfo, Segment, SegmentEffects, SegmentRecord,
     TracedProcess, agent_owned, descends_from, is_own, proc_info)
 from depgpo.env.tracing.trace_syntax import (AT, AT_ARGS, CHDIR, CONNECT_ATTEMPTS, CREAT, DELETE, EXEC,
-    FAST_SKIP_PREFIXES, FD, FD_ARG, FD_RESULT, FILE_CALLS, INET_PORT, LINK, LISTEN_PORT, LOOKUP_ERRORS, MARK_NEEDLE,
-    MARK_RE, MKDIR, OPEN, PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED, UNIX_PATH, decoration, resolve_path,
-    skippable_lines, split_result, strace_pid, unescape)
+    FAST_SKIP_PREFIXES, FD, FD_ARG, FD_RESULT, FILE_CALLS, LINK, LOOKUP_ERRORS, MARK_NEEDLE, MARK_RE, MKDIR, OPEN,
+    PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED, decoration, resolve_path, skippable_lines, socket_address,
+    split_result, strace_pid, unescape)
 
 
 # Lines held back for processes no clone has named yet; beyond this many, the oldest such process is read as is.
@@ -228,8 +228,7 @@ class TraceParser:
             self._dispatch(self._procs[child_tid], child_tid, orphan_seg, orphan_rest)
 
     def _adopt(self, tid: int) -> None:
-        """Lines held back too long for a process no clone has named (in a PID namespace strace could not translate):
-        read them now, as a process of the segment its first line came in, parent and working directory unknown."""
+        """Read the held-back lines of a process no clone named as one of their first line's segment, parent unknown."""
         orphans = self._orphan_lines.pop(tid)
         self._orphan_count -= len(orphans)
         proc = self._procs[tid] = TracedProcess(tid, orphans[0][0], "", None, None, False)
@@ -276,20 +275,8 @@ class TraceParser:
         call = rest[:pos - 1]
         if not (result[:1] == "0" or (call == "connect" and result.startswith(CONNECT_ATTEMPTS))):
             return
-        socket = FD_ARG.match(rest, pos)
-        protocol = socket[1] if socket else ""
-        if call == "listen":  # port from the -yy decoration, e.g. 3<TCP:[127.0.0.1:8080]>
-            port = LISTEN_PORT.search(protocol)
-            record = f"tcp:{port[1]}" if port and port[1] != "0" else None
-        elif "sa_family=AF_INET" in args:
-            port = INET_PORT.search(args, pos)
-            transport = "udp" if protocol.startswith("UDP") else "tcp"
-            record = f"{transport}:{port[1]}" if port and port[1] != "0" else None
-        elif "sa_family=AF_UNIX" in args:
-            record = self._unix_socket(proc, args, pos)
-        else:
-            record = None
-        if record is None:
+        record = socket_address(call, rest, args, pos, proc.cwd)
+        if record is None or (record.startswith("unix:/") and not self._keep(record[len("unix:"):])):
             return
         if call == "connect":
             self._record(proc, seg, "ports_connected", record)
@@ -298,15 +285,6 @@ class TraceParser:
         owner = seg if proc.is_shell else proc.owner
         if owner != SETUP:  # a server often binds after its command returned: still that command's port
             self._segment(owner).sets["ports_bound"].add(record)
-
-    def _unix_socket(self, proc: TracedProcess, args: str, pos: int) -> str | None:
-        address = UNIX_PATH.search(args, pos)
-        if address is None:
-            return None
-        if address[1]:  # abstract namespace, no file
-            return "unix:@" + unescape(address[2])
-        path = resolve_path(proc.cwd, unescape(address[2]))
-        return "unix:" + path if path is not None and self._keep(path) else None
 
     # ----- files -----
 

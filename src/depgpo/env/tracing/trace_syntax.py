@@ -128,3 +128,24 @@ FILE_CALLS = {
     "chmod": (PATH, "meta"), "fchmodat": (AT, "meta"), "utimensat": (AT, "meta"),
     "chdir": (PATH, CHDIR), "fchdir": (FD, CHDIR),
 }
+
+
+def socket_address(call: str, rest: str, args: str, pos: int, cwd: str | None) -> str | None:
+    """What a successful bind/listen/connect names: `tcp:PORT`, `udp:PORT`, `unix:@NAME` (abstract) or `unix:PATH`
+    (resolved against `cwd`), or None (port 0, another family, an unresolvable path)."""
+    socket = FD_ARG.match(rest, pos)
+    protocol = socket[1] if socket else ""
+    if call == "listen":  # port from the -yy decoration, e.g. 3<TCP:[127.0.0.1:8080]>
+        port = LISTEN_PORT.search(protocol)
+        return f"tcp:{port[1]}" if port and port[1] != "0" else None
+    if "sa_family=AF_INET" in args:
+        port = INET_PORT.search(args, pos)
+        transport = "udp" if protocol.startswith("UDP") else "tcp"
+        return f"{transport}:{port[1]}" if port and port[1] != "0" else None
+    address = UNIX_PATH.search(args, pos) if "sa_family=AF_UNIX" in args else None
+    if address is None:
+        return None
+    if address[1]:  # abstract namespace, no file
+        return "unix:@" + unescape(address[2])
+    path = resolve_path(cwd, unescape(address[2]))
+    return "unix:" + path if path is not None else None
