@@ -47,7 +47,7 @@ TOOL_CONFIG_NAMES = frozenset({
 TOOL_CONFIG_DIRS = ("/.git/", "/.config/git/", "/etc/profile.d/", "/.config/pip/", "/.pip/", "/etc/xdg/pip/",
                     "/.config/uv/", "/etc/uv/", "/.ssh/")
 _LINE_RE = re.compile(r"(\d+)\s+\S+\s+(.*)")
-_CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d+(?: /\* \d+ in strace's PID NS \*/)?)")
+_CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d.*)")  # the child's pid: trace_syntax.strace_pid
 _EXEC_RE = re.compile(r'^execve(?:at)?\((?:\d+<[^>]*>, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+0')
 _OPEN_RE = re.compile(r"^(?:open|openat|openat2|creat)\(.*\)\s+=\s+\d+<((?:[^<>\\]|\\.)*)>")
 _MOVE_RE = re.compile(r"^(?:rename|renameat2?|link|linkat|symlink|symlinkat)\(")
@@ -143,10 +143,15 @@ class VerifierProcesses:
                 self.findings.append({"path": path, "kind": "reward_by_agent_code", "how": "written",
                                       "change": "created" if path in self._written else "written unseen"})
 
-    def _disown(self, pid: int) -> None:
-        """Read an orphan's lines now, as a process that runs agent code: its parent is unknown."""
+    def _release(self, pid: int) -> list[str]:
+        """The lines held back for `pid`, no longer held."""
         lines = self._orphans.pop(pid)
         self._orphan_bytes -= sum(map(len, lines))
+        return lines
+
+    def _disown(self, pid: int) -> None:
+        """Read an orphan's lines now, as a process that runs agent code: its parent is unknown."""
+        lines = self._release(pid)
         self._known.add(pid)
         self._tainted.add(self._group.get(pid, pid))
         for rest in lines:
@@ -162,9 +167,7 @@ class VerifierProcesses:
                 continue
             self._call(*item)
             if (child := _CHILD_RE.match(item[1])) and (new := strace_pid(child[1])) in self._orphans:
-                lines = self._orphans.pop(new)
-                self._orphan_bytes -= sum(map(len, lines))
-                stack.append(iter([(new, line) for line in lines]))
+                stack.append(iter([(new, line) for line in self._release(new)]))
 
     def _call(self, pid: int, rest: str) -> None:
         """One completed call of the verifier's trace, after the script's mark."""
