@@ -48,6 +48,10 @@ BROKEN_PIPE = 128 + 13  # the shell's status of a command killed by SIGPIPE
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before anything imports torch: the kernels every stage's numbers depend on (docs/reproducibility.md).
+    from depgpo.numerics import pin_cpu_kernels
+
+    pin_cpu_kernels()
     parser = argparse.ArgumentParser(prog="depgpo", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, add, run, help_text) in SUBCOMMANDS.items():

@@ -188,6 +188,7 @@ VALUE_RANGES: dict[str, Range] = {
     "rl.checkpoint_every": Range(int, 2, "updates between checkpoints", low=1),
     "rl.ppo_epochs": Range(int, 1, "optimizer steps per update", low=1),
     "rl.train_max_tasks": Range(int, -1, "training tasks used", low=1, special=ALL),
+    "sft.threads": Range(int, 2, "policy threads of the local SFT stage", low=1),
     "sft.epochs": Range(int, 60, "passes over the conversations", low=0),
     "sft.lr": Range(float, 3e-3, "AdamW learning rate", low=0),
     "sft.batch_size": Range(int, 8, "conversations per step", low=1),

@@ -40,6 +40,14 @@ def _compose(args: argparse.Namespace):
     return cfg
 
 
+def record_numerics(out: Path) -> None:
+    """OUT/numerics.json: the kernels, threads and pin that produced the stage's output (depgpo.numerics), once it
+    is written; the report says where stages differ. A resumed RL run records the process that finished it."""
+    from depgpo.numerics import record
+
+    record(out)
+
+
 def _gpus_for(setting: str, why: str) -> None:
     """verl's trainers need GPUs: say so before any work, naming the setting and the CPU alternative."""
     import torch
@@ -188,6 +196,7 @@ def run_sft(args: argparse.Namespace) -> int:
         checkpoint = train(args.data, args.out, cfg)
     except ConversationError as e:  # raised while reading --data, before either trainer writes anything
         raise SystemExit(f"error: {e}")
+    record_numerics(args.out)
     print(f"checkpoint: {checkpoint}")
     return 0
 
@@ -209,6 +218,7 @@ def run_filter(args: argparse.Namespace) -> int:
     with _policy(args.policy, cfg) as policy:
         summary = select(policy, tasks, agent_config(cfg), cfg.filter.attempts, cfg.filter.val_fraction, cfg.seed,
                          args.out)
+    record_numerics(args.out)
     print(json.dumps({k: v for k, v in summary.items() if k != "success_counts"}))
     if summary["rl_train"] == 0:
         print("error: no task was solved in some but not all attempts: nothing to train on. Train the SFT "
@@ -233,12 +243,14 @@ def run_rl(args: argparse.Namespace) -> int:
         from depgpo.train.verl_trainer import run_verl_rl
 
         run_verl_rl(cfg, args.policy, args.train, args.out)
+        record_numerics(args.out)
         return 0
     if cfg.rl.backend != "local":
         raise SystemExit(f"error: config: rl.backend={cfg.rl.backend!r}; valid: local, verl")
     from depgpo.train.rl import RLTrainer
 
     RLTrainer(cfg, args.policy, _tasks(args.train), args.out).run()
+    record_numerics(args.out)
     return 0
 
 
@@ -262,4 +274,5 @@ def run_evaluate(args: argparse.Namespace) -> int:
             result = evaluate(policy, tasks, agent_config(cfg), cfg.eval.rounds, cfg.seed, args.run, task_set.stem)
             write_evaluation(result, args.out / f"{task_set.stem}.json")
             print(f"{args.run} on {task_set.stem}: pass@1 {result['mean']:.1f} ± {result['sd']:.1f}")
+    record_numerics(args.out)
     return 0

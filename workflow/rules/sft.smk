@@ -14,13 +14,16 @@ rule sft:
         depgpo=gpu_stage("sft"),
         out=lambda wildcards, output: os.path.dirname(output[0]),
         overrides=setting_overrides,
-    threads: 2  # no episode runs beside SFT, so both cores go to the policy on a CPU run (fewer with --cores 1)
+        torch_threads=CFG.sft.threads,
+    threads: CFG.sft.threads  # no episode runs beside SFT; torch gets this many even with fewer --cores, since the
+    # weights may depend on it (docs/reproducibility.md)
     resources:
         gpu=1,
     conda:
         "../../envs/gpu-train.yaml"
     shell:
-        "{params.depgpo} sft --data {input} --out {params.out} torch_threads={threads} {params.overrides} > {log} 2>&1"
+        "{params.depgpo} sft --data {input} --out {params.out} torch_threads={params.torch_threads}"
+        " {params.overrides} > {log} 2>&1"
 
 
 rule filter:

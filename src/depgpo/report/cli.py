@@ -84,7 +84,10 @@ def index_markdown(report: dict[str, list], results: Path, focal: str, out: Path
         lines += [f"  - {note}" for note in notes]
     from depgpo.report.checkpoints import identical_markdown
 
+    from depgpo.report.provenance import numerics_markdown
+
     lines += ["", "## Byte-identical checkpoints", ""] + identical_markdown(results)
+    lines += ["", "## What produced these numbers", ""] + numerics_markdown(results)
     lines += ["", "## Missing", ""]
     lines += [f"- **{name}**: {reason}" for name, reason in report["missing"]] or ["- nothing"]
     return "\n".join(lines) + "\n"

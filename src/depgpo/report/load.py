@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from depgpo.numerics import NUMERICS_FILE
+
 # The Snakemake rule (workflow/rules) and stage command that write each kind of input, for the messages about
 # missing files.
 PRODUCERS = {
@@ -115,6 +117,8 @@ class ResultsTree:
         """(keys, eval JSON) of every `{model}/{data}/eval/{run}/seed{seed}/{test}.json`."""
         evaluations = []
         for path in sorted(self.root.glob("*/*/eval/*/seed*/*.json")):
+            if path.name == NUMERICS_FILE:  # what produced them, beside the results (depgpo.numerics)
+                continue
             seed_dir = path.parent
             run_dir = seed_dir.parent
             keys = {"model": run_dir.parents[2].name, "data": run_dir.parents[1].name, "run": run_dir.name,
