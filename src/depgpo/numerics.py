@@ -88,7 +88,7 @@ def provenance(environ: MutableMapping[str, str] = os.environ) -> dict:
         "environment": {name: environ[name] for name in RECORDED if name in environ},
         "user_settings": user_settings(environ),
         "machine": platform.machine(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
     }
 
 
@@ -106,7 +106,7 @@ def kernels(facts: dict) -> dict:
     return {key: facts.get(key) for key in KERNEL_KEYS}
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
