@@ -28,13 +28,15 @@ from pathlib import Path
 
 PIN_SWITCH = "DEPGPO_CPU_PIN"  # "0" (or off/false/no) turns the pin off
 PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-# Variables that change which kernels run or how they split work; recorded when set, whoever set them.
-RECORDED = (*PINNED, "MKL_ENABLE_INSTRUCTIONS", "DNNL_MAX_CPU_ISA", "MKL_NUM_THREADS", "OMP_NUM_THREADS",
-            "MKL_DYNAMIC", "OPENBLAS_CORETYPE")
+# Variables that change which kernels run, and those that set their threads (Snakemake sets the latter to a rule's
+# threads); recorded when set, whoever set them. Threads are compared per stage, apart from the kernels.
+KERNEL_VARIABLES = (*PINNED, "MKL_ENABLE_INSTRUCTIONS", "DNNL_MAX_CPU_ISA", "OPENBLAS_CORETYPE")
+THREAD_VARIABLES = ("MKL_NUM_THREADS", "OMP_NUM_THREADS", "MKL_DYNAMIC")
+RECORDED = (*KERNEL_VARIABLES, *THREAD_VARIABLES)
 _SET_BY_PIN = "DEPGPO_CPU_PIN_SET"  # which of PINNED the pin set, so that a child process tells them from the user's
 NUMERICS_FILE = "numerics.json"  # beside a stage's output: what produced it (read by depgpo.report)
 # What must agree for two stages' numbers to come from the same kernels (threads are per stage, compared apart).
-KERNEL_KEYS = ("torch", "cpu_capability", "blas", "pin", "environment", "machine")
+KERNEL_KEYS = ("torch", "cpu_capability", "blas", "pin", "machine")
 
 
 def pin_enabled(environ: MutableMapping[str, str] = os.environ) -> bool:
@@ -58,7 +60,7 @@ def pin_cpu_kernels(environ: MutableMapping[str, str] = os.environ) -> None:
 
 
 def user_settings(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
-    """The RECORDED variables set by someone other than the pin."""
+    """The RECORDED variables set by someone other than the pin (the user, or Snakemake for threads)."""
     ours = set(environ.get(_SET_BY_PIN, "").split(","))
     return {name: environ[name] for name in RECORDED if name in environ and name not in ours}
 
@@ -103,7 +105,9 @@ def record(out_dir: str | Path) -> dict:
 
 def kernels(facts: dict) -> dict:
     """The part of a provenance record that must agree for two stages' numbers to be comparable."""
-    return {key: facts.get(key) for key in KERNEL_KEYS}
+    environment = facts.get("environment", {})
+    return {**{key: facts.get(key) for key in KERNEL_KEYS},
+            "environment": {name: environment[name] for name in KERNEL_VARIABLES if name in environment}}
 
 
 def cpu_model() -> str:

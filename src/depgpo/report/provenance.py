@@ -7,7 +7,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from depgpo.numerics import NUMERICS_FILE, kernels
+from depgpo.numerics import KERNEL_VARIABLES, NUMERICS_FILE, kernels
 
 
 def stage_records(results: Path) -> dict[str, dict]:
@@ -34,9 +34,11 @@ def numerics_markdown(results: Path) -> list[str]:
                      f"pin {facts['pin']}, machine {facts['machine']}; environment: {environment}"
                      + (f" ({len(stages)} stages: {_stage_span(stages)})" if len(groups) > 1 else
                         f" (all {len(stages)} stages)"))
-    users = {name: value for facts in records.values() for name, value in facts.get("user_settings", {}).items()}
+    users = {name: value for facts in records.values() for name, value in facts.get("user_settings", {}).items()
+             if name in KERNEL_VARIABLES}
     if users:
-        lines.append("- set by the user, not the pin: " + ", ".join(f"{n}={v}" for n, v in sorted(users.items())))
+        lines.append("- kernel variables the user set (they win over the pin): "
+                     + ", ".join(f"{n}={v}" for n, v in sorted(users.items())))
     threads = defaultdict(list)
     for stage, facts in records.items():
         threads[facts.get("threads")].append(stage)
