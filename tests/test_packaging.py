@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import REPO
 from tests.helpers.credit_examples import COUNT_DATASET_TOKENS
-from tests.helpers.extending_doc import EXTENDING, copy_fixtures
+from tests.helpers.extending_doc import EXTENDING, copy_fixtures, trainer_example
 from tests.helpers.harbor_builder import make_harbor_task
 
 pytestmark = pytest.mark.slow
@@ -92,6 +92,20 @@ def test_the_extending_doc_runs_without_torch(bare, tmp_path):
     copy_fixtures(tmp_path)
     doc = run(bare, "python", "-m", "doctest", str(EXTENDING), cwd=tmp_path)
     assert doc.returncode == 0, doc.stdout + doc.stderr
+
+
+def test_the_trainer_example_runs_without_torch_and_the_package_is_typed(bare, tmp_path):
+    """docs/extending.md's trainer example (depgpo.credit.trainer) prints what the page shows, torch absent; the
+    installed copy ships py.typed, so a type checker reads its annotations."""
+    code, shown = trainer_example()
+    (tmp_path / "trainer_example.py").write_text(code)
+    example = run(bare, "python", "trainer_example.py", cwd=tmp_path)
+    assert example.returncode == 0, example.stderr
+    assert example.stdout == shown
+    marker = run(bare, "python", "-c", "import depgpo, pathlib, sys; print(pathlib.Path(depgpo.__file__).parent / "
+                 "'py.typed', 'torch' in sys.modules)", cwd=tmp_path)
+    path, torch_loaded = marker.stdout.split()
+    assert str(bare.parent) in path and Path(path).is_file() and torch_loaded == "False", marker.stdout + marker.stderr
 
 
 def test_a_training_stage_names_the_extra_it_needs(bare, tmp_path):

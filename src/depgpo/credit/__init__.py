@@ -23,12 +23,13 @@ from typing import Any
 from depgpo.credit.config import VARIANTS, CreditConfig
 from depgpo.credit.explain import aggregate_diagnostics, command_role, trajectory_diagnostics
 from depgpo.credit.factors import (
-    EMPTY_OUTPUT, EXCEPTION, MISSING_TRACE, MODULE_OFF, NO_STEPS, step_factors, turn_count_hint, turn_credit,
-    unit_factors,
+    EMPTY_OUTPUT, EXCEPTION, MISSING_TRACE, MODULE_OFF, NO_STEPS, fallback_category, step_factors, turn_count_hint,
+    turn_credit, unit_factors,
 )
 from depgpo.credit.read_credit import read_credit
 from depgpo.credit.records import EpisodeRecords, TrajectoryError, parse_episode
 from depgpo.credit.write_credit import verifier_records, write_credit
+from depgpo.trajectory.schema import MAX_TURNS
 
 __all__ = [
     "VARIANTS", "CommandCredit", "CreditConfig", "CreditResult", "TrajectoryError", "aggregate_diagnostics",
@@ -121,8 +122,20 @@ def credit_with_fallback(trajectory: Any, config: CreditConfig = CreditConfig(),
 
 def step_factors_for(trajectory: Any, config: CreditConfig = CreditConfig(),
                      num_turns: int | None = None) -> tuple[list[float], str | None]:
-    """Step factors for the trainer and the fallback reason (None when the credit was used). Never raises."""
+    """Step factors for the trainer, one per turn, and the fallback reason (None when the credit was used). A
+    trajectory the credit cannot read gets unit factors and the reason; ValueError only when the number of factors
+    is unknown: `num_turns` is not a turn count, or it is not given and the trajectory does not tell (so a `zip`
+    over the turns never drops them silently)."""
+    if num_turns is not None and (isinstance(num_turns, bool) or not isinstance(num_turns, int)
+                                  or not 0 <= num_turns <= MAX_TURNS):
+        raise ValueError(f"step_factors_for: num_turns={num_turns!r}: expected the rollout's number of model turns, "
+                         f"an integer in [0, {MAX_TURNS}], or None to count them from the trajectory")
     result = credit_with_fallback(trajectory, config, num_turns)
+    if num_turns is None and not result.step_factors and fallback_category(result.fallback) in (MISSING_TRACE,
+                                                                                                EXCEPTION):
+        raise ValueError(f"step_factors_for: the trajectory cannot be read ({result.fallback}) and num_turns is not "
+                         "given, so the number of turns is unknown; pass num_turns=N (the rollout's model turns) "
+                         "for N unit factors, or a trajectory.json (docs/trajectory-schema.md)")
     return result.step_factors, result.fallback
 
 

@@ -7,6 +7,7 @@ field with the paper's default (docs/credit-decisions.md), so a run can try the 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -79,6 +80,9 @@ class CreditConfig:
     min_credit_range: float = 1e-9
 
     def __post_init__(self) -> None:
+        for spec in dataclasses.fields(self):  # a value of the wrong type fails here, naming its field
+            if isinstance(spec.default, bool | int | float | str):
+                _checked_type(spec.name, getattr(self, spec.name), spec.default)
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown credit variant {self.variant!r}; valid: {', '.join(VARIANTS)}")
         if self.survival_after_rewrite not in ("content", "reset"):
@@ -88,8 +92,8 @@ class CreditConfig:
         for name in ("beta", "indirect_decay"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
-        if self.factor_floor < 0:
-            raise ValueError(f"factor_floor must be >= 0, got {self.factor_floor}")
+        if not 0 <= self.factor_floor < math.inf:
+            raise ValueError(f"factor_floor must be a finite number >= 0, got {self.factor_floor}")
         if self.text_max_bytes <= 0 or self.text_max_lines <= 0:
             raise ValueError("text_max_bytes and text_max_lines must be positive")
         try:  # compile now, so a bad pattern fails at construction, naming the key
