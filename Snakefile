@@ -1,5 +1,6 @@
 # DepGPO reproduction DAG: tasks -> SFT data -> SFT -> four-attempt filtering -> RL (methods, beta sweep,
-# ablations) -> evaluation (three rounds) -> tables and figures. Every rule calls `depgpo`; no logic lives here.
+# ablations) -> evaluation (eval.rounds: one at tiny scale, three in the paper) -> tables and figures. Every rule
+# calls `depgpo`; no logic lives here.
 #
 #   snakemake                          the tiny DAG on this machine (scale=tiny; profiles/default)
 #   snakemake --config scale=ci        the CI smoke variant
