@@ -259,6 +259,24 @@ def test_background_server_ports_and_processes():
     assert shell.processes == []
 
 
+@pytest.mark.parametrize("text, after_write", [
+    ("cat > f <<'EOF'\na\nEOF\ncat f", ["/app/f"]),                     # written whole, then printed back
+    ("cat > x.py <<'EOF' && python3 x.py\nprint(1)\nEOF", ["/app/x.py"]),  # `&& next` on the heredoc's line
+    ("printf 'a\\n' > f && cat f && [ -s f ]", ["/app/f"]),
+    ("rm f; test -e f", ["/app/f"]),                                      # a deletion replaces too
+    ("cat f; echo new > f", []),                                          # read before the write
+    ("cat f | sort > f", []),                                             # side by side: read first, as in bash
+    ("echo more >> f; cat f", []),                                        # an append replaces nothing
+    ("python3 -m http.server 8080 & sleep 1; curl -s http://localhost:8080/", ["tcp:8080"]),  # its own server
+    ("curl -s http://localhost:8080/; python3 -m http.server 8080 &", []),
+])
+def test_reads_after_the_commands_own_write_in_the_order_of_its_parts(text, after_write):
+    """docs/credit-decisions.md#d-order: a record the command read only after it had replaced it itself."""
+    _, (_, result) = run_all("printf 'old\\n' > f", text)
+    assert result["reads_after_write"] == after_write
+    assert set(after_write) <= set(result["reads"] + result["stats"] + result["ports_connected"])
+
+
 def test_unparseable_commands_have_no_records_and_keep_the_directory():
     for text in ["echo 'unclosed > /app/x", "cat > /app/x <<'EOF'\nno end", "if then fi (("]:
         assert infer_command_effects(text, "/srv") == (infer_command_effects("", "/srv")[0], "/srv")

@@ -74,6 +74,11 @@ class CreditConfig:
     # or "reset" (it replaced the file as delete-and-recreate would: earlier writers' content is gone)
     # (docs/credit-decisions.md#d-rewrite).
     survival_after_rewrite: str = "content"
+    # A command's reads in order with its own writes: a record it read only after it had replaced it whole itself
+    # (`reads_after_write`: a heredoc written, then printed or run) is no read of what earlier commands wrote there;
+    # False: a command's reads and writes are sets, every read is of the version the command found
+    # (docs/credit-decisions.md#d-order).
+    order_within_command: bool = True
     # q̃_t = (q_t - min q) / Δ ("range", docs/credit.md#normalisation) or q_t / max q ("max", the minimum turn keeps some weight).
     factor_scale: str = "range"
     # Δ = max q - min q at or below this gives unit factors (docs/credit.md#fallbacks, Table 4).

@@ -70,7 +70,9 @@ class Command:
     turn: int
     text: str
     observation: str
-    file_reads: frozenset[str]  # tracked files opened for reading, executed or stat'ed (an existence check reads)
+    # Tracked files opened for reading, executed or stat'ed (an existence check reads), and ports connected to; with
+    # `order_within_command`, not those it read only after it had replaced them itself (reads_after_write)
+    file_reads: frozenset[str]
     ports_connected: tuple[str, ...]
     probed_owners: tuple[int, ...]  # commands whose processes this one inspected through /proc
     writes: tuple[FileWrite, ...]  # tracked files only
@@ -189,7 +191,7 @@ def parse_episode(trajectory: Any, config: CreditConfig, num_turns: int | None =
     verifier = _get(trajectory, "verifier", dict, "")
     verifier_records = VerifierRecords(_items(verifier, "E", str, "verifier"))
     raw_commands = _get(trajectory, "commands", list, "")
-    handoffs = handoff_paths(raw_commands) if config.track_handoffs else frozenset()
+    handoffs = handoff_paths(raw_commands, config.order_within_command) if config.track_handoffs else frozenset()
     scope = TrackedScope(_tracked_roots(trajectory, config), verifier_records.directories, config, handoffs)
     commands = [_parse_command(raw, index, scope, config) for index, raw in enumerate(raw_commands)]
     return EpisodeRecords(
@@ -230,6 +232,8 @@ def _parse_command(raw: Any, index: int, scope: TrackedScope, config: CreditConf
     if not 0 <= turn < MAX_TURNS:
         raise TrajectoryError(f"{where}.turn", f"must lie in [0, {MAX_TURNS}), got {turn}")
     reads = _items(raw, "reads", str, where) + _items(raw, "stats", str, where)
+    # docs/credit-decisions.md#d-order: what the command read after replacing it itself was its own
+    own = frozenset(_items(raw, "reads_after_write", str, where)) if config.order_within_command else frozenset()
     writes = [_parse_write(item, f"{where}.writes[{position}]", config)
               for position, item in enumerate(_items(raw, "writes", dict, where))]
     started = [Process(_get(item, "pid", int, f"{where}.processes_started[{position}]", None),
@@ -245,8 +249,8 @@ def _parse_command(raw: Any, index: int, scope: TrackedScope, config: CreditConf
         turn=turn,
         text=_get(raw, "text", str, where),
         observation=_get(raw, "observation", str, where, ""),
-        file_reads=frozenset(path for path in reads if path in scope),
-        ports_connected=tuple(_items(raw, "ports_connected", str, where)),
+        file_reads=frozenset(path for path in reads if path in scope and path not in own),
+        ports_connected=tuple(port for port in _items(raw, "ports_connected", str, where) if port not in own),
         probed_owners=tuple(owner for owner in probed if 0 <= owner < index),
         writes=tuple(write for write in writes if write.path in scope),
         deletions=tuple(path for path in _items(raw, "deletions", str, where) if path in scope),

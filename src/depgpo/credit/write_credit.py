@@ -9,6 +9,8 @@ Readings this module had to choose, beyond the definition's text:
 - Within one command, its deletions happen before its writes (`rm x && echo y > x`; a command's own temporary
   files never reach the trace).
 - A line-tracked write that wrote no line (`touch`, a pure line deletion) is scored at record level with n = 1.
+- A record a command read only after it had replaced it whole itself (`reads_after_write`) is no read: records.py
+  leaves it out of the command's reads (`order_within_command`, docs/credit-decisions.md#d-order).
 """
 
 from __future__ import annotations

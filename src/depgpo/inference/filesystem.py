@@ -62,6 +62,8 @@ class _FileRecords:
     written: dict[str, None] = field(default_factory=dict)
     rewritten: set[str] = field(default_factory=set)  # truncated at least once: lines_written is the whole content
     deleted: dict[str, None] = field(default_factory=dict)
+    replaced: set[str] = field(default_factory=set)  # rewritten whole, made or deleted so far, in the text's order
+    read_first: set[str] = field(default_factory=set)  # read or stat'ed before this command replaced it
 
 
 class Filesystem:
@@ -84,6 +86,7 @@ class Filesystem:
         """Record a read; returns the content when the simulation knows it."""
         if not _is_real_file(path):
             return None
+        self._looked_at(path)
         self._command.reads[path] = None
         version = self.files.get(path)
         if version is None:  # never touched: it must exist already, with content we do not know
@@ -93,6 +96,7 @@ class Filesystem:
 
     def stat(self, path: str | None) -> None:
         if _is_real_file(path):
+            self._looked_at(path)
             self._command.stats[path] = None
 
     def write(self, path: str | None, content: str | None, append: bool = False,
@@ -108,6 +112,7 @@ class Filesystem:
             content = current.content + content if current.content is not None and content is not None else None
         else:
             self._command.rewritten.add(path)
+            self._command.replaced.add(path)
         if known_hash is None:
             known_hash = content_hash(content) if content is not None else f"unknown:{self._command.index}"
         self.files[path] = SimulatedFile(exists=True, content=content, hash=known_hash)
@@ -120,6 +125,7 @@ class Filesystem:
         self._know_parents(path)
         self.files[path] = DIRECTORY
         self._command.written[path] = None
+        self._command.replaced.add(path)
 
     def delete(self, path: str | None, recursive: bool) -> None:
         if not _is_real_file(path):
@@ -131,6 +137,7 @@ class Filesystem:
             self._remember_before(doomed)
             self.files[doomed] = ABSENT
             self._command.deleted[doomed] = None
+            self._command.replaced.add(doomed)
 
     def transfer(self, source: str, target: str, move: bool) -> None:
         """cp / mv of a file, or of a directory with what the simulation knows it holds."""
@@ -146,6 +153,11 @@ class Filesystem:
                 self.write(copy, content, known_hash=version.hash)
         if move:
             self.delete(source, recursive=True)
+
+    def _looked_at(self, path: str) -> None:
+        """A read or an existence check: of the version the command found unless it replaced the path before."""
+        if path not in self._command.replaced:
+            self._command.read_first.add(path)
 
     def _remember_before(self, path: str) -> None:
         self._command.before.setdefault(path, self.files.get(path))
@@ -168,6 +180,9 @@ class Filesystem:
         command = self._command
         effects["reads"] = list(command.reads)
         effects["stats"] = list(command.stats)
+        # docs/credit-decisions.md#d-order: read only after the command's own whole write, in the text's order
+        effects["reads_after_write"] = [path for path in dict.fromkeys([*command.reads, *command.stats])
+                                        if path not in command.read_first]
         for path, before in command.before.items():
             after = self.state_of(path)
             existed = before is not None and before.exists

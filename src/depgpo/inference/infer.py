@@ -62,8 +62,9 @@ def infer_trajectory(steps: Iterable[Mapping[str, Any]], *, instruction: str = "
             index=index, turn=step.get("turn", index), text=text, observation=step.get("observation") or "",
             exit_code=step.get("exit_code"), timed_out=bool(step.get("timed_out", False)),
             duration_s=step.get("duration_s"), **(effects if effects is not None else empty_effects())))
-    # Out of the tracked scope, a file one command wrote and a later one read stays: the credit may track it.
-    handoffs = scope.handoff_paths(commands)
+    # Out of the tracked scope, a file one command wrote and a later one read stays: the credit may track it (also
+    # where the later command had rewritten it first, for credit.order_within_command=false).
+    handoffs = scope.handoff_paths(commands, in_order=False)
     for command in commands:
         _keep_tracked(command, lambda path: scope.is_under(path, roots) or path in handoffs)
         touched.update(dict.fromkeys([w["path"] for w in command["writes"]] + command["deletions"]))
@@ -91,5 +92,6 @@ def _keep_tracked(effects: CommandEffects | CommandRecord, tracked: Callable[[st
     """Drop the file records outside the tracked scope."""
     effects["reads"] = [p for p in effects["reads"] if tracked(p)]
     effects["stats"] = [p for p in effects["stats"] if tracked(p)]
+    effects["reads_after_write"] = [r for r in effects.get("reads_after_write", []) if r[:1] != "/" or tracked(r)]
     effects["writes"] = [w for w in effects["writes"] if tracked(w["path"])]
     effects["deletions"] = [p for p in effects["deletions"] if tracked(p)]

@@ -48,6 +48,7 @@ class _ProcessRecords:
     index: int
     ports_bound: dict[str, None] = field(default_factory=dict)  # dicts as ordered sets
     ports_connected: dict[str, None] = field(default_factory=dict)
+    connected_first: set[str] = field(default_factory=set)  # connected to before this command's own server bound it
     started: list[ProcessRecord] = field(default_factory=list)
     killed: list[ProcessRecord] = field(default_factory=list)
     probed: list[ProcessRecord] = field(default_factory=list)
@@ -87,6 +88,8 @@ class ShellSimulator:
         self.fs.add_records(effects)
         effects["ports_bound"] = list(self._records.ports_bound)
         effects["ports_connected"] = list(self._records.ports_connected)
+        effects["reads_after_write"] += [port for port in self._records.ports_connected
+                                         if port not in self._records.connected_first]
         effects["processes_started"] = self._records.started
         effects["processes_killed"] = self._records.killed
         effects["processes_probed"] = self._records.probed
@@ -133,6 +136,8 @@ class ShellSimulator:
         self._records.probed += [{"pid": None, "name": p.name, "owner": p.owner} for p in processes]
 
     def connect(self, port: str) -> None:
+        if port not in self._records.ports_bound:  # else it reached the server this command started
+            self._records.connected_first.add(port)
         self._records.ports_connected[port] = None
 
     # ---- tree walk ---------------------------------------------------------------------------------------------

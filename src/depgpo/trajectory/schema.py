@@ -47,6 +47,10 @@ class CommandEffects(TypedDict):
     processes_killed: list[ProcessRecord]
     processes_probed: list[ProcessRecord]  # /proc reads (ps, pgrep)
     untraced_changes: list[str]  # files changed that the trace did not attribute (the stat walk's net)
+    # Records the command read only after it had replaced them whole itself (`cat > f <<EOF … EOF; cat f`): what it
+    # read there was its own. Of reads, stats and ports_connected; absent in older records: no read known to be
+    # after the command's own write (docs/credit-decisions.md#d-order)
+    reads_after_write: NotRequired[list[str]]
 
 
 class CommandRecord(CommandEffects):
@@ -196,7 +200,8 @@ MISSING = FileVersion(exists=False)
 
 def empty_effects() -> CommandEffects:
     return CommandEffects(reads=[], stats=[], writes=[], deletions=[], ports_bound=[], ports_connected=[],
-                          processes_started=[], processes_killed=[], processes_probed=[], untraced_changes=[])
+                          processes_started=[], processes_killed=[], processes_probed=[], untraced_changes=[],
+                          reads_after_write=[])
 
 
 def unverified(E: list[str], error: str | None = None, **fields: Any) -> VerifierSection:

@@ -81,19 +81,23 @@ def tracked_roots(workdir: str, verifier_records: Iterable[str]) -> list[str]:
     return [workdir] + sorted(d for d in roots if not is_under(d, (workdir,)))
 
 
-def handoff_paths(commands: list) -> frozenset[str]:
+def handoff_paths(commands: list, in_order: bool = True) -> frozenset[str]:
     """Paths that one command wrote and a later command read (a script in /tmp that the next command runs):
-    a dependency between two of the agent's commands wherever the file lies. Malformed entries are skipped here;
+    a dependency between two of the agent's commands wherever the file lies. With `in_order`, a read of what the
+    reader itself had rewritten first (its `reads_after_write`) is none. Malformed entries are skipped here;
     _parse_command reports them."""
     written: set[str] = set()
     handoffs: set[str] = set()
     for raw in commands:
         if not isinstance(raw, dict):
             continue
+        after_write = raw.get("reads_after_write") if in_order else None
+        own = {path for path in after_write if isinstance(path, str)} if isinstance(after_write, list) else set()
         for key in ("reads", "stats"):
             items = raw.get(key)
             if isinstance(items, list):
-                handoffs.update(path for path in items if isinstance(path, str) and path in written)
+                handoffs.update(path for path in items if isinstance(path, str) and path in written
+                                and path not in own)
         writes = raw.get("writes")
         if isinstance(writes, list):
             written.update(w["path"] for w in writes if isinstance(w, dict) and isinstance(w.get("path"), str))

@@ -21,7 +21,7 @@ Attribution (docs/sandbox.md#layout):
   connects (a probe of a closed port looked at it). Calls on an open fd (fstat) are not recorded: the open was.
 - Files a segment certainly created (O_EXCL, mkdir, or a path last seen absent) and removed again in the same segment
   are temporary: they vanish from that segment's summary, and renaming one onto X counts as a write of X (sed -i).
-  The order of its own processes' reads and replacements is kept too (trace_state: `replaced_before_read`).
+  Their order is kept too, by log position (trace_state `replaced_before_read`, trace_order `reads_after_write`).
 
 Processes, ports and marks:
 - A process is named after its last execve. Summaries are computed when asked for, so a background job that exec'd
@@ -40,12 +40,13 @@ import re
 from typing import Callable
 
 from depgpo.env.tracing.strace_flags import MARK_DIR
+from depgpo.env.tracing.trace_order import LogClock
 from depgpo.env.tracing.trace_state import (SETUP, VERIFIER, ProcInfo, Segment, SegmentEffects, SegmentRecord,
     TracedProcess, agent_owned, descends_from, is_own, proc_info)
 from depgpo.env.tracing.trace_syntax import (AT, AT_ARGS, CHDIR, CONNECT_ATTEMPTS, CREAT, DELETE, EXEC,
     FAST_SKIP_PREFIXES, FD, FD_ARG, FD_RESULT, FILE_CALLS, LINK, LOOKUP_ERRORS, MARK_NEEDLE, MARK_RE, MKDIR, OPEN,
-    PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED, decoration, resolve_path, skippable_lines, socket_address,
-    split_result, strace_pid, unescape)
+    PROC_PID, RENAME, STRING, SYMLINK, TRUNCATE, UNFINISHED, call_result, decoration, resolve_path, skippable_lines,
+    socket_address, split_result, strace_pid, unescape)
 
 
 # Lines held back for processes no clone has named yet; beyond this many, the oldest such process is read as is.
@@ -77,11 +78,12 @@ class TraceParser:
         self._shell_pid = shell_pid
         self._tail = ""  # an incomplete last line, completed by the next feed()
         self._line_no = 0
-        self._unfinished: dict[int, str] = {}  # tid -> start of a call printed as `<unfinished ...>`
+        self._unfinished: dict[int, tuple[int, str]] = {}  # tid -> (line, start) of a call left `<unfinished ...>`
+        self._clock = LogClock()  # the lines the call being dispatched started and finished on (trace_order)
         self._procs: dict[int, TracedProcess] = {}  # live tid -> its process (the threads of a process share one)
         self._root_seen = False
         # Lines of a child printed before its parent's clone returned: replayed once the clone tells who it is.
-        self._orphan_lines: dict[int, list[tuple[Segment, str]]] = {}
+        self._orphan_lines: dict[int, list[tuple[Segment, str, int, int]]] = {}  # (seg, call, start, end line)
         self._orphan_count = 0
         self._segments: dict[Segment, SegmentRecord] = {}
         self._current: Segment = SETUP
@@ -124,6 +126,7 @@ class TraceParser:
             alive = record.alive_at_end
         effects = SegmentEffects(**{kind: set(paths) for kind, paths in record.sets.items()})
         effects.renamed = list(record.renamed)
+        effects.reads_after_write = record.reads_after_write()
         effects.spawned = [proc_info(p) for p in alive]
         effects.killed = [proc_info(p) for p in record.killed]
         effects.probed = [proc_info(p) for p in record.probed]
@@ -150,28 +153,28 @@ class TraceParser:
             raise ValueError(
                 f"strace log line {self._line_no} is not 'PID TIMESTAMP CALL' output of strace -f -ttt: {line[:120]!r}."
                 " Run strace with depgpo.env.tracing.strace_flags.strace_argv() and feed the log from its first line.")
-        tid = int(parts[0])
-        rest = parts[2]
+        tid, rest, started = int(parts[0]), parts[2], self._line_no
         if rest[0] == "<":  # "<... NAME resumed>REST": completes the call this tid left unfinished
-            start = self._unfinished.pop(tid, None)
-            if start is None:
+            unfinished = self._unfinished.pop(tid, None)
+            if unfinished is None:
                 return
-            rest = start + rest[rest.index(">") + 1:]
+            started, rest = unfinished[0], unfinished[1] + rest[rest.index(">") + 1:]
         elif rest.endswith(UNFINISHED):
-            self._unfinished[tid] = rest[:-len(UNFINISHED)]
+            self._unfinished[tid] = (self._line_no, rest[:-len(UNFINISHED)])
             return
         elif rest[0] == "-":  # "--- SIGTERM {...} ---": a signal delivery, not an effect
             return
         proc = self._procs.get(tid)
         if proc is None:
             if self._root_seen:
-                self._orphan_lines.setdefault(tid, []).append((self._current, rest))
+                self._orphan_lines.setdefault(tid, []).append((self._current, rest, started, self._line_no))
                 self._orphan_count += 1
                 if self._orphan_count > MAX_ORPHAN_LINES:
                     self._adopt(next(iter(self._orphan_lines)))
                 return
             self._root_seen = True
             proc = self._procs[tid] = TracedProcess(tid, self._current, "", None, None, tid == self._shell_pid)
+        self._clock.start, self._clock.end = started, self._line_no
         self._dispatch(proc, tid, self._current, rest)
 
     def _dispatch(self, proc: TracedProcess, tid: int, seg: Segment, rest: str) -> None:
@@ -222,17 +225,18 @@ class TraceParser:
             owner = seg if parent.is_shell else parent.owner
             self._procs[child_tid] = TracedProcess(child_tid, owner, parent.name, parent.cwd, parent,
                                               child_tid == self._shell_pid, set(parent.ports))
-        orphans = self._orphan_lines.pop(child_tid, ())
-        self._orphan_count -= len(orphans)
-        for orphan_seg, orphan_rest in orphans:
-            self._dispatch(self._procs[child_tid], child_tid, orphan_seg, orphan_rest)
+        self._replay(self._procs[child_tid], child_tid, self._orphan_lines.pop(child_tid, []))
 
     def _adopt(self, tid: int) -> None:
         """Read the held-back lines of a process no clone named as one of their first line's segment, parent unknown."""
         orphans = self._orphan_lines.pop(tid)
+        self._replay(TracedProcess(tid, orphans[0][0], "", None, None, False), tid, orphans)
+
+    def _replay(self, proc: TracedProcess, tid: int, orphans: list[tuple[Segment, str, int, int]]) -> None:
+        """Dispatch held-back lines of `proc`, each at the segment and the log position it was printed in."""
+        self._procs[tid] = proc
         self._orphan_count -= len(orphans)
-        proc = self._procs[tid] = TracedProcess(tid, orphans[0][0], "", None, None, False)
-        for orphan_seg, orphan_rest in orphans:
+        for orphan_seg, orphan_rest, self._clock.start, self._clock.end in orphans:  # the clock stays at the last
             self._dispatch(proc, tid, orphan_seg, orphan_rest)
 
     def _exit(self, proc: TracedProcess, tid: int) -> None:
@@ -284,7 +288,7 @@ class TraceParser:
         proc.ports.add(record)
         owner = seg if proc.is_shell else proc.owner
         if owner != SETUP:  # a server often binds after its command returned: still that command's port
-            self._segment(owner).sets["ports_bound"].add(record)
+            self._segment(owner).bind(record)
 
     # ----- files -----
 
@@ -296,23 +300,20 @@ class TraceParser:
             if match is None:
                 return
             path = self._resolve_at(proc, match)
-            args_end = match.end()
         elif shape == FD:
             match = FD_ARG.match(rest, pos)
             if match is None:
                 return
             path = decoration(match[1])
-            args_end = match.end()
         else:
             match = STRING.match(rest, pos)
             if match is None:
                 return
             path = resolve_path(proc.cwd, unescape(match[1]))
-            args_end = match.end()
+        args_end = match.end()
         if not path or path[0] != "/":  # unresolvable, or an fd that is no file (`1<pipe:[1234]>`)
             return
-        result_at = rest.rfind(") = ")
-        result = rest[result_at + 4:] if result_at > 0 else "?"
+        result_at, result = call_result(rest)
         failed = result[0] in "-?"
         if effect == CHDIR:
             if not failed:
@@ -397,7 +398,7 @@ class TraceParser:
         if keep_source and not keep_target:  # moved out of the tracked roots
             self._remove(proc, seg, source)
         elif keep_target and not keep_source:  # moved in: new content at target
-            self._create(proc, seg, target, certain=target_was_absent, kind="created")
+            self._create(proc, seg, target, certain=target_was_absent, kind="created", replaces=True)
             self._record(proc, seg, "opened_for_write", target)
         elif keep_source and keep_target:
             main, late = self._targets(proc, seg)
@@ -439,10 +440,11 @@ class TraceParser:
         if late is not None:
             late.add_late(kind, record)
 
-    def _create(self, proc: TracedProcess, seg: Segment, path: str, certain: bool, kind: str) -> None:
+    def _create(self, proc: TracedProcess, seg: Segment, path: str, certain: bool, kind: str,
+                replaces: bool = False) -> None:
         main, late = self._targets(proc, seg)
         if main is not None:
-            main.create(path, certain, kind, is_own(proc, seg))
+            main.create(path, certain, kind, is_own(proc, seg), replaces)
         if late is not None:
             late.add_late(kind, path)
 
@@ -466,7 +468,7 @@ class TraceParser:
     def _segment(self, label: Segment) -> SegmentRecord:
         record = self._segments.get(label)
         if record is None:
-            record = self._segments[label] = SegmentRecord()
+            record = self._segments[label] = SegmentRecord(self._clock)
         return record
 
     def _keep(self, path: str) -> bool:
@@ -492,9 +494,6 @@ class TraceParser:
         return resolve_path(directory, unescape(path))
 
 
-_PROCESS_CALLS = {
-    "clone": TraceParser._clone, "clone3": TraceParser._clone, "fork": TraceParser._clone,
-    "vfork": TraceParser._clone,
-    "kill": TraceParser._kill, "tkill": TraceParser._kill, "tgkill": TraceParser._kill,
-    "bind": TraceParser._socket_call, "listen": TraceParser._socket_call, "connect": TraceParser._socket_call,
-}
+_PROCESS_CALLS = {**dict.fromkeys(("clone", "clone3", "fork", "vfork"), TraceParser._clone),
+                  **dict.fromkeys(("kill", "tkill", "tgkill"), TraceParser._kill),
+                  **dict.fromkeys(("bind", "listen", "connect"), TraceParser._socket_call)}

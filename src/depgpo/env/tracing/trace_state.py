@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from depgpo.env.tracing.trace_order import ORDER_READ_KINDS, LogClock, SegmentOrder
+
 SETUP = "setup"
 VERIFIER = "verifier"
 Segment = int | str  # command index K >= 0, SETUP or VERIFIER
@@ -50,6 +52,9 @@ class SegmentEffects:
     # Paths the segment's own processes created, truncated, removed or renamed a temp file onto before they had
     # read them (open, exec, getdents): whatever they read there later was their own (the verifier's E drops these)
     replaced_before_read: set[str] = field(default_factory=set)
+    # Records (paths, ports) that the segment's own processes read only after they had replaced them whole (a
+    # heredoc written, then printed or run): what they read was the segment's own (trace_order)
+    reads_after_write: set[str] = field(default_factory=set)
     ports_bound: set[str] = field(default_factory=set)  # by this segment's processes, whenever the bind happened
     ports_connected: set[str] = field(default_factory=set)
     spawned: list[ProcInfo] = field(default_factory=list)  # started here, alive when the segment ended
@@ -79,8 +84,9 @@ class TracedProcess:
 class SegmentRecord:
     """One segment's effects, updated in log order so that temporary files can be folded away."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: LogClock | None = None) -> None:
         self.sets: dict[str, set[str]] = {kind: set() for kind in RECORD_KINDS}
+        self.order = SegmentOrder(clock or LogClock())  # positions of own reads and replacements
         self.born: set[str] = set()  # certainly created in this segment and not removed since
         self.content_read: set[str] = set()  # CONTENT_READ_KINDS by the segment's own processes
         self.renamed: list[tuple[str, str]] = []
@@ -97,20 +103,36 @@ class SegmentRecord:
         """A main effect; `own`: by one of the segment's own processes (is_own), whose reads and replacements are
         kept in order (`replaced_before_read`)."""
         self.sets[kind].add(record)
+        if own and kind in ORDER_READ_KINDS:
+            self.order.read(record)
         if own and kind in CONTENT_READ_KINDS:
             self.content_read.add(record)
         elif own and kind == "truncated":
+            self.order.replaced(record)
             self._replaced(record)
 
-    def create(self, path: str, certain: bool, kind: str, own: bool = False) -> None:
+    def bind(self, port: str) -> None:
+        """A port bound by a process of the segment (whenever: a server often binds after its command returned)."""
+        self.sets["ports_bound"].add(port)
+        self.order.replaced(port)
+
+    def reads_after_write(self) -> set[str]:
+        return self.order.read_after_write(set().union(*(self.sets[kind] for kind in ORDER_READ_KINDS)))
+
+    def create(self, path: str, certain: bool, kind: str, own: bool = False, replaces: bool = False) -> None:
+        """`replaces`: the new content replaces what was there, if anything (a rename from outside the roots)."""
         self.sets[kind].add(path)
+        if own and replaces:
+            self.order.replaced(path)
         if certain:
             self.born.add(path)
             if own:  # new content (a file, a directory, a link): the verifier's own when it is the creator
+                self.order.replaced(path)
                 self._replaced(path)
 
     def remove(self, path: str, own: bool = False) -> None:
         if own:
+            self.order.replaced(path)
             self._replaced(path)
         if path in self.born:
             self._forget(path)
@@ -119,6 +141,8 @@ class SegmentRecord:
 
     def rename(self, source: str, target: str, target_was_absent: bool, own: bool = False) -> None:
         if own:  # moving content of its own onto target replaces it; the source is gone either way
+            self.order.replaced(source)
+            self.order.replaced(target)  # whoever wrote the source: what target held before is gone
             if source in self.sets["replaced_before_read"]:
                 self._replaced(target)
             self._replaced(source)

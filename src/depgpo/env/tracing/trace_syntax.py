@@ -42,10 +42,26 @@ def strace_pid(text: str) -> int | None:
     return int(head) if head.lstrip("-").isdigit() else None
 
 
+# strace pads a short call with spaces so that its ` = ` starts in the line's 40th column: `unlink("a")      = 0`.
+PADDED_RESULT = re.compile(r"\) {2,}= ")
+
+
+def call_result(rest: str) -> tuple[int, str]:
+    """(index of the `)` that ends the call's arguments, its result): 'openat(...) = 3</x>' -> (k, '3</x>');
+    (-1, '?') when strace printed no result."""
+    end = rest.rfind(") = ")
+    if end >= 0:
+        return end, rest[end + 4:]
+    padded = None
+    for padded in PADDED_RESULT.finditer(rest):
+        pass
+    return (padded.start(), rest[padded.end():]) if padded is not None else (-1, "?")
+
+
 def split_result(rest: str) -> tuple[str, str]:
     """'openat(...) = 3</x>' -> ('openat(...', '3</x>'); the result is '?' when strace printed none."""
-    end = rest.rfind(") = ")
-    return (rest, "?") if end < 0 else (rest[:end], rest[end + 4:])
+    end, result = call_result(rest)
+    return (rest, "?") if end < 0 else (rest[:end], result)
 
 
 def resolve_path(base: str | None, path: str) -> str | None:
