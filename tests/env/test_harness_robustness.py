@@ -2,17 +2,22 @@
 next episode runs. The cases are the ones that crashed or hurt the harness before (issue: a byte name raised
 UnicodeEncodeError, a deep directory chain RecursionError, huge outputs took quadratic time, a trajectory was
 rewritten per command, files filled the host's disk, a killed harness left its directories behind, planted lock
-files were followed, printed markers cut commands).
+files were followed, printed markers cut commands; then a deep chain in a system directory, sparse files the judge
+hashed whole, a fork bomb's survivors that starved the verifier, a verifier that could not start reported as one
+that wrote no reward).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -35,7 +40,7 @@ def task(tmp_path_factory):
 
 
 def episode(task, out: Path | None = None, **config) -> Episode:
-    return Episode(task, EpisodeConfig(command_timeout_s=30, **config), out_dir=out)
+    return Episode(task, EpisodeConfig(**{"command_timeout_s": 30, **config}), out_dir=out)
 
 
 def test_names_in_any_bytes_and_any_depth_are_recorded(task, tmp_path):
@@ -211,3 +216,166 @@ def test_a_command_that_floods_the_tracer_ends_the_episode_not_the_host(task, tm
         verifier = ep.verify()
     assert verifier["reward"] == 0.0 and "trace" in verifier["error"]
     assert json.loads((out / "trajectory.json").read_text())["verifier"]["reward"] == 0.0
+
+
+# ---------------------------------------------------------------- the harness defects of the issue (item 4)
+
+BOMB = textwrap.dedent("""\
+    import os, sys, time
+    n = 0
+    while True:
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(float(sys.argv[1]))
+            os._exit(0)
+        n += 1
+    print(n, "survivors", flush=True)
+    time.sleep(float(sys.argv[2]))
+    """)
+
+
+def test_deep_chains_in_system_and_writable_directories_are_walked_and_what_is_unlistable_recorded(task):
+    """A 1,100-deep chain under /usr/local/share ended the verify step in a RecursionError (os.walk recursed in
+    SandboxLayout.upper_entries). One deeper than PATH_MAX cannot be listed by path: the walks say so."""
+    past_path_max = "python3 -c \"import os\nfor _ in range(2100): os.mkdir('p'); os.chdir('p')\""
+    with episode(task) as ep:
+        system = ep.run_command(f"mkdir -p /usr/local/share/{'d/' * 1100} && echo made")
+        ep.run_command(f"cd /app && {past_path_max}; cd /usr/local/share && {past_path_max}; echo 1 > /app/ok")
+        verifier = ep.verify()
+        unwalked = ep.layout.agent_upper_unwalked
+    assert verifier["reward"] == 1.0 and verifier["error"] is None, verifier
+    assert any(e.startswith("the stat walk of the writable directories could not list 1 directories: /app/p/p/")
+               and "(File name too long)" in e for e in ep.errors), ep.errors
+    if ep.privilege.rootless:  # on the host's own root the system directories are read-only rootless
+        assert "Read-only file system" in system["observation"]
+    else:
+        assert system["observation"] == "made\n"
+        assert len(unwalked) == 1 and unwalked[0].startswith("usr/local/share/p/p/")  # counted as the agent's
+        assert any(e.startswith("the walk of the upper layers (counted as the agent's) could not list 1")
+                   for e in ep.errors), ep.errors
+
+
+def test_sparse_and_huge_files_cost_the_judge_their_data_at_most(task, tmp_path):
+    """16 sparse 1000 MB files cost the episode 14.7 s against 1.2 s (every file was hashed whole, 0.85 s each):
+    now a file is hashed by its data extents, a file or an episode past its bounds is not hashed at all, and the
+    judge counts such a file as changed, never as unchanged."""
+    mmap_write = ("python3 -c \"import mmap, os\nfd = os.open('/app/s1.bin', os.O_RDWR)\nm = mmap.mmap(fd, 0)\n"
+                  "m[500000000] = 1\nm.close()\"")
+    with episode(task, tmp_path / "out", limits=SandboxLimits(hash_file_bytes=48 << 20)) as ep:
+        t0 = time.monotonic()
+        sparse = ep.run_command("for i in $(seq 16); do truncate -s 1000M /app/s$i.bin; done; "
+                                "head -c 50M /dev/urandom > /app/dense.bin; wc -c /app/s*.bin /app/dense.bin | tail -1")
+        spent = ep.layout.hashing.spent
+        into_a_hole = ep.run_command(mmap_write)  # neither time changes on tmpfs: the content hash must
+        ep.run_command("echo 1 > /app/ok")
+        verifier = ep.verify()
+        elapsed = time.monotonic() - t0
+    assert sparse["observation"].split()[0] == str(16 * 1000 * 2**20 + 50 * 2**20) and verifier["reward"] == 1.0
+    hashes = {w["path"]: w["hash_after"] for w in sparse["writes"]}
+    assert all(hashes[f"/app/s{i}.bin"].startswith("sparse-sha256:") for i in range(1, 17))
+    assert hashes["/app/dense.bin"].startswith("unhashed:52428800:") and spent == 0  # over its 48 MiB: not read
+    [changed] = into_a_hole["writes"]
+    assert changed["path"] == "/app/s1.bin" and changed["hash_after"] != hashes["/app/s1.bin"]
+    assert elapsed < 8, elapsed  # was 15 s and more: 0.85 s a file
+    assert any(e.startswith("1 files were not hashed") and "/app/dense.bin (more than 48 MiB of data)" in e
+               for e in ep.errors), ep.errors
+    saved = json.loads((tmp_path / "out" / "trajectory.json").read_text())
+    assert saved["final"]["files"]["/app/dense.bin"]["hash"].startswith("unhashed:")
+
+
+def test_a_task_file_too_large_to_hash_counts_as_changed_for_the_judge(tmp_path):
+    """The task's own file, untouched: hashed, it is the task's; past the hashing bound, unknown (a change the
+    metadata would not show cannot hide behind it)."""
+    from depgpo.env.judging.tampering import agent_change
+    big = load_task(make_harbor_task(tmp_path, "big", instruction="x", test_py=PASSING_TEST, verifier_timeout=20,
+                                     files={"big.txt": "x" * (3 << 20), "small.txt": "y\n"}))
+    for limit, expected in ((64 << 20, None), (2 << 20, "unknown")):
+        with episode(big, limits=SandboxLimits(hash_file_bytes=limit)) as ep:
+            ep.run_command("cat /app/big.txt /app/small.txt > /dev/null")
+            verifier = ep.verify()
+            answers = [agent_change(p, ep.layout, ep._initial_hashes, ep.system.path)
+                       for p in ("/app/big.txt", "/app/small.txt")]
+        assert verifier["reward"] == 1.0 and answers == [expected, None]
+
+
+def test_survivors_of_a_fork_bomb_do_not_starve_the_verifier(task):
+    """504 processes left by a bounded fork bomb held the episode's process limit: the verifier's nsenter could not
+    fork, reported as "wrote neither reward.json nor reward.txt". The verifier has a budget of its own now."""
+    with episode(task) as ep:
+        bomb = ep.run_command(f"echo 1 > /app/ok; python3 -c {shlex.quote(BOMB)} 600 0")
+        verifier = ep.verify()
+    assert int(bomb["observation"].split()[0]) > 400
+    assert verifier["reward"] == 1.0 and verifier["error"] is None, verifier
+
+
+def test_a_verifier_that_cannot_fork_says_so(tmp_path):
+    """The tests run the agent's program, which forks until the verifier's own process limit: what the verifier
+    could not start next is its words, not a bare 0."""
+    test_py = textwrap.dedent("""\
+        import subprocess
+
+        def test_program():
+            bomb = subprocess.Popen(['python3', '/app/prog.py', '6', '6'], stdout=subprocess.PIPE, text=True)
+            assert bomb.stdout.readline().endswith('survivors\\n')
+            assert subprocess.run(['true']).returncode == 0
+        """)
+    forking = load_task(make_harbor_task(tmp_path, "fork", instruction="x", test_py=test_py, verifier_timeout=30))
+    with episode(forking) as ep:
+        ep.run_command(f"cat > /app/prog.py <<'EOF'\n{BOMB}EOF")
+        verifier = ep.verify()
+    assert verifier["reward"] == 0.0 and verifier["reward_source"] == "reward.txt"  # its script's own verdict
+    assert verifier["error"].startswith("the verifier could not fork (EAGAIN x"), verifier["error"]
+
+
+def test_a_verifier_that_cannot_start_says_so(tmp_path):
+    """bwrap cannot mount uv onto an agent-made symlink at ~/.local/bin: the verifier never started, which is not
+    a verifier that wrote no reward."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "uv-0.9.5-py3-none-manylinux_2_17_x86_64.whl", "w") as wheel:
+        for name in ("uv", "uvx"):
+            wheel.writestr(f"uv-0.9.5.data/scripts/{name}", "#!/bin/sh\nexit 0\n")
+    uv_task = make_harbor_task(tmp_path, "uv", instruction="x", test_py=PASSING_TEST, verifier_timeout=20)
+    test_sh = uv_task / "tests" / "test.sh"
+    test_sh.write_text(test_sh.read_text().replace(
+        "mkdir -p", "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\nsource $HOME/.local/bin/env\nmkdir -p", 1))
+    work_root = Path(tempfile.mkdtemp(prefix="depgpo-uv-"))  # its tools directory (this fake uv) is its own
+    work_root.chmod(0o711)
+    try:
+        for plant in ("true", "mkdir -p /root/.local && ln -s /nowhere /root/.local/bin"):
+            with episode(load_task(uv_task), wheel_cache=wheels, work_root=work_root) as ep:
+                ep.run_command(plant)
+                verifier = ep.verify()
+            if plant == "true":
+                assert verifier["reward"] == 1.0 and verifier["error"] is None, verifier
+            else:
+                assert verifier["reward"] == 0.0 and verifier["reward_source"] == "error"
+                assert verifier["error"].startswith("the verifier could not be started: bwrap: Can't bind mount"), \
+                    verifier["error"]
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(work_root)], capture_output=True)
+
+
+def test_a_verifier_timed_out_beside_busy_agent_processes_says_they_ran(tmp_path):
+    slow = make_harbor_task(tmp_path, "slow", instruction="x", test_py=PASSING_TEST, verifier_timeout=3)
+    (slow / "tests" / "test.sh").write_text("#!/bin/bash\nsleep 30\n")
+    with episode(load_task(slow)) as ep:
+        ep.run_command("for i in 1 2 3 4; do (while :; do :; done) & done; echo started")
+        verifier = ep.verify()
+    assert verifier["reward"] == 0.0 and verifier["error"].startswith("verifier timed out after 3"), verifier["error"]
+    assert " agent processes ran beside it and used " in verifier["error"], verifier["error"]
+
+
+def test_a_fork_loop_that_outlasts_its_command_leaves_a_verifier_that_runs(task):
+    """bash retries a fork that hits the process limit, so the loop outlasts its command; the recovery kills the
+    shell, whose chain lives on: the verifier found no shell to take the network from and the episode ended as a
+    harness failure. It runs beside a restarted shell now."""
+    with episode(task, command_timeout_s=4) as ep:
+        looped = ep.run_command("echo 1 > /app/ok; for i in $(seq 700); do sleep 600 & done 2>/dev/null")
+        verifier = ep.verify()
+    assert looped["timed_out"] and "kill" in looped.get("recovery", [])
+    assert verifier["reward"] == 1.0 and verifier["error"] is None, verifier
+    assert any("the verifier ran beside a restarted one" in e for e in ep.errors)

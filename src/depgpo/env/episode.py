@@ -22,20 +22,24 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from depgpo.env.images import verifier_tools
 from depgpo.env.images.backend import DEFAULT_CACHE, DEFAULT_WHEELS, system_root_for
 from depgpo.env.judging.judge import merged_effects, run_verifier
 from depgpo.env.judging.tampering import TAMPERING_POLICIES, find_tampering
+from depgpo.env.judging.verdict import verdict
 from depgpo.env.judging.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
 from depgpo.env.judging.verifier_processes import VerifierProcesses
+from depgpo.env.sandbox.file_hash import HashBudget, is_unhashed, unhashed_notes
 from depgpo.env.sandbox.filestate import StatWalk, lines_written, read_version
 from depgpo.env.sandbox.layout import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimits, launcher_argv,
     leave_session_keyring, remove_layout, sweep_leftovers)
-from depgpo.env.sandbox.privilege import owned_private_dir, resolve
+from depgpo.env.sandbox.privilege import VERIFIER_CGROUPS, owned_private_dir, resolve
 from depgpo.env.sandbox.seed import seed_files
 from depgpo.env.sandbox.shell import ShellSession, truncate_observation
+from depgpo.env.sandbox.tree_walk import skip_notes
 from depgpo.env.tracing.trace_log import TraceLog
 from depgpo.env.tracing.trace_parser import TraceParser
 from depgpo.env.tracing.trace_state import SegmentEffects
@@ -93,6 +97,7 @@ class Episode:
         self.shell: ShellSession | None = None
         self._shell_starts = 0
         self._parser_of: dict[int, TraceParser] = {}  # command index -> the parser of the shell that ran it
+        self._noted: set[str] = set()                 # directories a walk could not list, already in errors
         self.failed = False                           # a harness failure ended the episode
         self._closed = False
 
@@ -131,12 +136,14 @@ class Episode:
         self.layout = SandboxLayout(root=root, workdir=self.system.workdir or self.task.workdir,  # the image's wins
                                     uid=self._lease.uid, system_root=self.system.path,
                                     env={**self.system.env, **self.task.env}, privilege=self.privilege,
-                                    namespaces=self._namespaces)
+                                    namespaces=self._namespaces,
+                                    hashing=HashBudget(limits.hash_file_bytes, limits.hash_episode_bytes))
         if not self.system.is_host:  # the host's secrets are not in an image; masking them there would add files
             self.layout.masked_files, self.layout.masked_dirs = (), ()
         self.layout.prepare()
         self.errors += seed_files(self.layout, self.system, self.task)
         self._cgroups = self.privilege.cgroups(root.name, limits)
+        self._verifier_cgroups = self.privilege.cgroups(root.name + VERIFIER_CGROUPS, limits)  # a budget of its own
         self._start_shell()
         self._walk = StatWalk(self.layout)
         self._walk.changes()
@@ -146,9 +153,9 @@ class Episode:
     def _keep_path(self, path: str) -> bool:
         return is_record_path(path, self.layout.workdir)
 
-    def _preexec(self) -> None:
+    def _preexec(self, cgroups=None) -> None:
         leave_session_keyring()
-        self._cgroups.enter()
+        (cgroups or self._cgroups).enter()
         if self.config.limits.cpu is not None:
             os.sched_setaffinity(0, {self.config.limits.cpu})
 
@@ -193,9 +200,12 @@ class Episode:
                 self.errors.append(f"harness: ending the episode's processes failed: {e}")
             if survivors:
                 self.errors.append(f"{survivors} processes of the episode outlived its sandbox; killed")
+        if hasattr(self, "layout"):
+            self.errors += unhashed_notes(self.layout.hashing)
         self._save()  # after the reaping, whose findings it records
-        if hasattr(self, "_cgroups"):
-            self._cgroups.remove()
+        for cgroups in (getattr(self, "_cgroups", None), getattr(self, "_verifier_cgroups", None)):
+            if cgroups is not None:
+                cgroups.remove()
         if hasattr(self, "_lease"):
             self._lease.release()
         if hasattr(self, "layout") and not self.config.keep_sandbox:
@@ -285,6 +295,7 @@ class Episode:
         renamed_to = {dst for _, dst in fx.renamed}
         traced_writes = fx.opened_for_write | fx.created | fx.dirs_created | renamed_to
         changed = self._walk.changes() if walk else set()
+        self.errors += skip_notes(self._walk.skipped, self._noted, "the stat walk of the writable directories")
         untraced = {p for p in changed if self._keep_path(p)} - traced_writes - fx.deleted \
             - {src for src, _ in fx.renamed}
         writes, deletions = [], set(fx.deleted) | {src for src, _ in fx.renamed}
@@ -298,7 +309,7 @@ class Episode:
                     deletions.add(path)
                 self._cache[path] = after
                 continue
-            changed = after.hash != before.hash or not before.exists
+            changed = after.hash != before.hash or not before.exists or is_unhashed(after.hash)  # cannot tell
             truncated = path in fx.truncated
             if not (changed or truncated):  # a directory made (mkdir, renamed onto) is a write too
                 self._cache[path] = after
@@ -329,6 +340,7 @@ class Episode:
             "processes_killed": [{"pid": p.pid, "name": p.name, "owner": p.owner} for p in fx.killed],
             "processes_probed": [{"pid": p.pid, "name": p.name, "owner": p.owner} for p in probed],
             "untraced_changes": sorted(untraced),
+            "reads_after_write": sorted(filter(relevant, fx.reads_after_write)),
         }
 
     # ---------------------------------------------------------------- verifier
@@ -347,7 +359,7 @@ class Episode:
         t0 = time.monotonic()
         self._namespaces.check()
         self.final = self._final_files()
-        if not self.shell.alive():
+        if not self.shell.alive() or self.shell.shell_pid() is None:  # (its bash killed by a command's recovery)
             self.errors.append("the shell had exited; the verifier ran beside a restarted one (agent processes gone)")
             self._start_shell()
         self._install_verifier_files()
@@ -358,7 +370,8 @@ class Episode:
         for proc in agent_processes:
             self._process_names.setdefault(proc.pid, proc.name)
         env = {**BASE_ENV, "TERM": "dumb", **self.layout.env, **self.task.verifier_env}
-        self.layout.agent_upper = self.layout.upper_entries()  # before the verifier writes there too
+        unwalked = self.layout.record_agent_upper()  # before the verifier writes there too
+        self.errors += skip_notes(unwalked, self._noted, "the walk of the upper layers (counted as the agent's)")
         tools = verifier_tools.for_verifier(self.task, self.config.wheel_cache, self.config.work_root / "tools",
                                             env.get("HOME") or "/root", self.system.is_host)
         self.layout.verifier_binds, env = tools.binds, {**env, **tools.env}
@@ -366,8 +379,8 @@ class Episode:
         # Harbor's test.sh runs as written; TB1's run-tests.sh needs helpers TB1 does not ship (tasks.task).
         command = self.task.test_command if self.task.format == "harbor" else \
             tools.tb1_setup + offline_test_command(self.task, self.layout.workdir, tools.tb1_python)
-        run = run_verifier(self.layout, self.config.limits, self.shell, self._preexec, env, command, timeout,
-                           self.config.output_limit_bytes, agent_processes)
+        run = run_verifier(self.layout, self.config.limits, self.shell, partial(self._preexec, self._verifier_cgroups),
+                           env, command, timeout, self.config.output_limit_bytes, agent_processes)
         self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
         own = run.effects  # all of it for tampering; for E, less its tools' start-up reads (judging/startup_reads.py)
         effects = merged_effects(self.parser.summary("verifier"), run.inspected(self._keep_path))
@@ -387,18 +400,7 @@ class Episode:
         logs = lambda name: read_verifier_file(self.layout.verifier_logs, name)  # noqa: E731
         reward = compute_reward(logs("reward.json"), logs("reward.txt"), run.output, run.exit_code,
                                 self.task.test_weights, logs("junit.xml"), require_reward_file=self.task.format == "harbor")
-        value, source, error = reward.value, reward.source, run.error or reward.error
-        if run.error:  # timed out or failed to start: whatever is on disk does not count
-            value, source = 0.0, "error"
-        elif tampering and self.config.tampering == "zero":
-            value, source = 0.0, "tampering"
-            kinds = ", ".join(sorted({t["kind"] for t in tampering}))
-            error = f"tampering ({kinds}): the verifier ran code the agent planted: " + \
-                ", ".join(t["path"] for t in tampering[:5])
-        elif processes.script_killed:  # it never reached its own verdict: a reward file there is someone else's
-            value, source = 0.0, "error"
-            error = f"the verifier's script was killed ({processes.script_killed}) before it ended: its reward " \
-                "files do not count (docs/threat-model.md)"
+        value, source, error = verdict(run, processes, reward, tampering, self.config.tampering)
         self.verifier = {
             "E": [d["record"] for d in E_detail], "E_detail": E_detail, "E_source": E_source,
             "reward": value, "reward_source": source, "tests": reward.tests, "tampering": tampering,

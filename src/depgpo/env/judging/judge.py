@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +35,11 @@ class VerifierRun:
     trace: Path                # its own strace log
     mark: str                  # the trace path its script's first line looked up: where its own events begin
     startup_reads: set[str] = field(default_factory=set)  # paths only its tools' start-up read (startup_reads.py)
+    chain_error: str = ""      # what its chain (nsenter, strace) said on stderr: why it did not start, if it did not
+    duration_s: float = 0.0
+    agent_alive: int = 0       # agent processes alive when it started, beside it
+    agent_cpu_s: float = 0.0   # CPU time those used while it ran (what starves it: judging/verdict.py)
+    cpus: int = 1              # the CPUs the episode may use (it is pinned to one, or the harness's)
 
     def inspected(self, keep) -> SegmentEffects:
         """Its effects as E sees them: the paths `keep` accepts, less its tools' start-up reads. Tampering reads
@@ -46,7 +51,8 @@ def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSessi
                  command: str, timeout: float, output_limit: int, agent_processes: list[ProcInfo]) -> VerifierRun:
     """Run `command` as the episode's verifier, wait at most `timeout`, kill what is left of it, parse its trace."""
     logs = layout.verifier_logs
-    shutil.rmtree(logs, ignore_errors=True)  # only an earlier verifier could have written here; cleared regardless
+    if os.path.lexists(logs):  # only an earlier verifier (and agent code its tests ran) wrote here: any depth
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(logs)], capture_output=True)
     (logs / "verifier").mkdir(parents=True)
     layout.give_to_episode([logs])
     p1_init, agent_shell = _namespace_pids(shell)
@@ -56,27 +62,33 @@ def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSessi
     script = f"test -e {MARK_DIR}/-1/0/{nonce}; {command}"
     out_path, trace = layout.root / "verifier-output.log", layout.traces / "verifier-trace.log"
     net_fd = os.open(f"/proc/{agent_shell}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    err_path = layout.root / "verifier-strace.err"
     try:
         argv = verifier_argv(layout, limits, p1_init, net_fd, trace, env, script)
-        with open(out_path, "wb") as out, open(layout.root / "verifier-strace.err", "wb") as err:
+        agents = _agent_processes(p1_init)  # before it starts: none of them is the verifier's
+        cpu_before, t0 = _cpu_ticks(agents), time.monotonic()
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(net_fd,),
                                     start_new_session=True, preexec_fn=preexec, cwd="/", env={"PATH": HARNESS_PATH})
-        pid_map = _agent_pids_in_p1(p1_init)
         error, exit_code = None, None
         try:
             exit_code = wait_exit(proc, timeout)
         except subprocess.TimeoutExpired:
             error = f"verifier timed out after {timeout}s"
+        duration, agent_cpu = time.monotonic() - t0, _cpu_used_s(cpu_before, agents)
         _kill_tree(proc)
     finally:
         os.close(net_fd)
     with open(out_path, "rb") as fh:
         output = fh.read(output_limit).decode("utf-8", "replace")
-    if exit_code not in (None, 0) and output.startswith("nsenter:"):
-        error = f"the verifier could not be started: {output[:200].strip()}"
+    with open(err_path, "rb") as fh:
+        chain_error = fh.read(4096).decode("utf-8", "replace")
+    pid_map = {p2: p1 for p2, p1 in agents.values()}
     effects, startup_reads = _parse_trace(trace, nonce, pid_map, agent_processes, env.get("HOME") or "/root",
                                           layout.workdir)
-    return VerifierRun(output, exit_code, error, effects, trace, f"{MARK_DIR}/-1/0/{nonce}", startup_reads)
+    return VerifierRun(output, exit_code, error, effects, trace, f"{MARK_DIR}/-1/0/{nonce}", startup_reads,
+                       chain_error, round(duration, 4), len(agents), round(agent_cpu, 2),
+                       1 if limits.cpu is not None else len(os.sched_getaffinity(0)))
 
 
 def _namespace_pids(shell: ShellSession) -> tuple[int, int]:
@@ -91,8 +103,8 @@ def _namespace_pids(shell: ShellSession) -> tuple[int, int]:
     return int(children[0]), agent
 
 
-def _agent_pids_in_p1(p1_init: int) -> dict[int, int]:
-    """Agent pid (as in the agent's trace, namespace P2) -> the same process's pid in P1 (the verifier's)."""
+def _agent_processes(p1_init: int) -> dict[int, tuple[int, int]]:
+    """Host pid of each agent process -> (its pid in the agent's trace, namespace P2; its pid in P1, the verifier's)."""
     mapping = {}
     for pid in _descendants(p1_init):
         try:
@@ -101,8 +113,30 @@ def _agent_pids_in_p1(p1_init: int) -> dict[int, int]:
         except (OSError, StopIteration):
             continue
         if len(nspid) == 3:  # host, P1, P2: an agent process
-            mapping[int(nspid[2])] = int(nspid[1])
+            mapping[pid] = (int(nspid[2]), int(nspid[1]))
     return mapping
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ticks(pids) -> dict[int, int]:
+    """CPU time (user + system, in clock ticks) each live process among `pids` has used."""
+    ticks = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            ticks[pid] = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        except (OSError, IndexError, ValueError):
+            continue
+    return ticks
+
+
+def _cpu_used_s(before: dict[int, int], pids) -> float:
+    """CPU seconds the processes of `before` used since, those still alive (what exited meanwhile is not counted)."""
+    after = _cpu_ticks(pids)
+    return sum(max(0, t - before[pid]) for pid, t in after.items() if pid in before) / _TICK
 
 
 def _parse_trace(path: Path, nonce: str, pid_map: dict[int, int], agent_processes: list[ProcInfo], home: str,

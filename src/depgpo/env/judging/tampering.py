@@ -40,7 +40,8 @@ import sys
 from pathlib import Path
 
 from depgpo.env.judging.module_shadow import module_file, shadowed_name
-from depgpo.env.sandbox.filestate import is_whiteout, lstat_beneath, read_text, read_version
+from depgpo.env.sandbox.file_hash import is_unhashed
+from depgpo.env.sandbox.filestate import file_size, is_whiteout, lstat_beneath, read_text, read_version
 
 TAMPERING_POLICIES = ("zero", "keep")  # agent.environment.tampering: reward 0 with the reason, or record only
 RUNNER_PROGRAMS = frozenset({"bash", "sh", "dash", "env", "timeout", "pytest", "py.test", "uv", "uvx", "pip",
@@ -190,7 +191,8 @@ def agent_change(path: str, layout, initial: dict[str, str | None], system_root:
         return None
     base, rel = backing
     if base == layout.upper:  # copy-on-write system directories: in the upper layer when the verifier started
-        if layout.agent_upper is not None and rel not in layout.agent_upper:
+        if layout.agent_upper is not None and rel not in layout.agent_upper and not is_under_any(
+                rel, layout.agent_upper_unwalked):  # (below a directory that walk could not list: the agent's)
             return None  # written by the verifier itself (a first import's .pyc, a pip install in test.sh)
         try:
             st, _ = lstat_beneath(base, rel)
@@ -204,7 +206,13 @@ def agent_change(path: str, layout, initial: dict[str, str | None], system_root:
         return None
     if path not in initial:
         return "created"
+    if is_unhashed(now.hash) or is_unhashed(initial[path]):
+        return "unknown"  # too large to hash (sandbox/file_hash.py): never taken for the task's file as it was
     return "changed" if initial[path] != now.hash else None  # the task's own file, as it was: not the agent's
+
+
+def is_under_any(rel: str, directories: tuple[str, ...]) -> bool:
+    return any(d == "" or rel == d or rel.startswith(d + "/") for d in directories)
 
 
 # ------------------------------------------------------------------ the rules
@@ -258,7 +266,12 @@ def _shadowed_module(path: str, layout) -> str | None:
 
 
 def _mentions(path: str, layout, needle) -> bool:
-    """Whether the file's text contains `needle` (a string or a regex); a file too large to scan counts as yes."""
+    """Whether the file's text contains `needle` (a string or a regex); a file too large to scan, or past the
+    episode's hashing budget (sandbox/file_hash.py), counts as yes."""
+    size = file_size(layout, path)
+    if size is not None and size > SCAN_LIMIT or layout.hashing.refusal(min(size or 0, SCAN_LIMIT)) is not None:
+        return True
+    layout.hashing.charge(size or 0)
     text = read_text(layout, path, limit=SCAN_LIMIT + 1) or ""
     if len(text) > SCAN_LIMIT:
         return True

@@ -53,6 +53,8 @@ _OPEN_RE = re.compile(r"^(?:open|openat|openat2|creat)\(.*\)\s+=\s+\d+<((?:[^<>\
 _MOVE_RE = re.compile(r"^(?:rename|renameat2?|link|linkat|symlink|symlinkat)\(")
 _AT_PATH_RE = re.compile(r'(?:(?:AT_FDCWD|\d+)<((?:[^<>\\]|\\.)*)>, )?"((?:[^"\\]|\\.)*)"')
 _KILLED_RE = re.compile(r"^\+\+\+ killed by (SIG\w+)")
+# A process that could not be made or started: the process limit (EAGAIN; RLIMIT_NPROC, pids.max) or memory
+_NO_FORK_RE = re.compile(r"^(?:clone3?|fork|vfork|execve(?:at)?)\(.*\)\s+=\s+-1 (EAGAIN|ENOMEM)\b")
 ORPHAN_BYTES = 64 << 20  # lines held back for processes not yet named by a clone; beyond, the oldest goes
 
 
@@ -81,6 +83,8 @@ class VerifierProcesses:
         # Its whole chain died by a signal (exit_code < 0: strace re-raises its child's); the trace says more
         self.script_killed = _signal_name(-exit_code) if exit_code is not None and exit_code < 0 else None
         self.findings: list[dict] = []
+        self.script_started = False  # its script's first line ran (else its chain could not start it)
+        self.fork_failures: dict[str, int] = {}  # errno -> how many clones and execs of its processes it failed
         if trace.exists():
             self._read(trace, mark)
 
@@ -111,6 +115,7 @@ class VerifierProcesses:
         self._orphans: dict[int, list[str]] = {}
         self._orphan_bytes = 0
         partial: dict[int, str] = {}
+        looked_up = f'"{mark}"'
         with open(trace, "rb") as fh:
             for raw in fh:
                 match = _LINE_RE.match(raw.decode("utf-8", "surrogateescape").rstrip("\n"))
@@ -122,6 +127,10 @@ class VerifierProcesses:
                     continue
                 if rest.startswith("<... "):
                     rest = partial.pop(pid, "") + rest[rest.find(">") + 1:]
+                if " = -1 E" in rest and (failed := _NO_FORK_RE.match(rest)):
+                    self.fork_failures[failed[1]] = self.fork_failures.get(failed[1], 0) + 1
+                if not self.script_started and looked_up in rest:  # its script's first line ran (the lookup itself,
+                    self.script_started = True                    # not the chain's argv that holds the script)
                 if self._script is None:  # before the script's mark: every process so far is the harness's
                     child = _CHILD_RE.match(rest)
                     self._known.update([pid, strace_pid(child[1])] if child else [pid])

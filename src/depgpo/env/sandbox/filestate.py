@@ -19,7 +19,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from depgpo.env.sandbox.file_hash import content_hash
 from depgpo.env.sandbox.layout import SandboxLayout
+from depgpo.env.sandbox.tree_walk import TreeWalk
 from depgpo.trajectory.schema import MISSING, FileVersion
 from depgpo.trajectory.scope import TEXT_MAX_BYTES, TEXT_MAX_LINES
 
@@ -87,6 +89,16 @@ def read_text(layout: SandboxLayout, sandbox_path: str, limit: int = TEXT_MAX_BY
         return fh.read(limit).decode("utf-8", "replace")
 
 
+def file_size(layout: SandboxLayout, sandbox_path: str) -> int | None:
+    """A sandbox file's size, as read_text would find it (no symlink on its path); None if absent or not regular."""
+    backing = layout.backing(sandbox_path)
+    try:
+        st, _ = lstat_beneath(*backing) if backing is not None else (None, None)
+    except OSError:
+        return None
+    return st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
+
+
 def read_version(layout: SandboxLayout, sandbox_path: str) -> FileVersion | None:
     """The current version of a sandbox file; None when it lives where the harness does not look (tmpfs, lower)."""
     backing = layout.backing(sandbox_path)
@@ -114,12 +126,12 @@ def read_version(layout: SandboxLayout, sandbox_path: str) -> FileVersion | None
     except OSError:
         return FileVersion(True, "unreadable")
     with os.fdopen(fd, "rb") as fh:
-        data = fh.read(TEXT_MAX_BYTES + 1)
-        digest = hashlib.sha256(data)
-        if len(data) > TEXT_MAX_BYTES:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    return FileVersion(True, "sha256:" + digest.hexdigest(), _as_lines(data))
+        if os.fstat(fh.fileno()).st_size <= TEXT_MAX_BYTES:  # most files: read whole, for their lines
+            data = fh.read(TEXT_MAX_BYTES + 1)
+            if len(data) <= TEXT_MAX_BYTES:
+                return FileVersion(True, "sha256:" + hashlib.sha256(data).hexdigest(), _as_lines(data))
+        # larger (or grown since): hashed within the episode's bounds (file_hash), never line-tracked
+        return FileVersion(True, content_hash(fh.fileno(), sandbox_path, layout.hashing))
 
 
 def _as_lines(data: bytes) -> list[str] | None:
@@ -147,24 +159,15 @@ def lines_written(before: FileVersion, after: FileVersion, full_rewrite: bool) -
     return written
 
 
-def walk_files(top: str):
-    """(path, lstat) of every non-directory below `top`, iteratively (os.walk recurses: a 1,200-deep directory
-    chain overflows it), never following symlinks, skipping what vanishes or cannot be read meanwhile."""
-    stack = [top]
-    while stack:
-        directory = stack.pop()
+def walk_files(walk: TreeWalk):
+    """(path, lstat) of every non-directory of `walk` (tree_walk: any depth, never following symlinks; what it
+    could not list is in walk.skipped), skipping what vanishes meanwhile."""
+    for entry in walk:
         try:
-            entries = list(os.scandir(directory))
+            if not entry.is_dir(follow_symlinks=False):
+                yield entry.path, entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                else:
-                    yield entry.path, entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
 
 
 @dataclass
@@ -173,14 +176,19 @@ class StatWalk:
 
     layout: SandboxLayout
     seen: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # sandbox directories it could not list last time, why
 
     def changes(self) -> set[str]:
         """Sandbox paths created, modified or removed since the previous call."""
         now: dict[str, tuple[int, int, int]] = {}
+        self.skipped = {}
         for mount, host in [*self.layout.writable.items(), ("/", self.layout.rootfs)]:
-            for full, st in walk_files(str(host)):
+            walk = TreeWalk(str(host))
+            for full, st in walk_files(walk):
                 sandbox = os.path.normpath(os.path.join(mount, os.path.relpath(full, host)))
                 now[sandbox] = (st.st_mtime_ns, st.st_size, st.st_ino)
+            self.skipped.update((os.path.normpath(os.path.join(mount, os.path.relpath(d, host))), why)
+                                for d, why in walk.skipped.items())
         changed = {p for p, sig in now.items() if self.seen.get(p) != sig}
         changed |= set(self.seen) - set(now)
         self.seen = now

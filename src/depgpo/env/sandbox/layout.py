@@ -38,8 +38,10 @@ from types import MappingProxyType
 from typing import Mapping
 
 from depgpo.env.images.backend import TOP_LEVEL_SYSTEM_DIRS, top_level_links
+from depgpo.env.sandbox.file_hash import EPISODE_HASH_BYTES, FILE_DATA_MAX_BYTES, HashBudget
 from depgpo.env.sandbox.mount_api import detach
 from depgpo.env.sandbox.privilege import Namespaces, Privilege, resolve, sweep_cgroups
+from depgpo.env.sandbox.tree_walk import TreeWalk
 from depgpo.env.tracing.strace_flags import MARK_DIR, strace_argv
 from depgpo.trajectory.scope import HARNESS_DIRS, PSEUDO_DIRS, is_under
 
@@ -77,6 +79,8 @@ class SandboxLimits:
     #                                   leave it the size of /dev's tmpfs, half the host's RAM)
     trace_bytes: int = 1 << 30        # the strace logs (agent's and verifier's) live on a tmpfs of this size: a
     #                                   command that floods the tracer ends the episode, the host disk never fills
+    hash_file_bytes: int = FILE_DATA_MAX_BYTES  # the data of one file the harness reads to hash it (file_hash.py);
+    hash_episode_bytes: int = EPISODE_HASH_BYTES  # and of all an episode's files above the line-tracked size
 
 
 def checked_workdir(workdir: str) -> str:
@@ -125,6 +129,9 @@ class SandboxLayout:
     #                                                                      the verifier alone (verifier_tools)
     agent_upper: frozenset[str] | None = None  # upper-layer entries when the verifier started: the agent's writes to
     #                                            system directories (what the verifier writes there is its own)
+    agent_upper_unwalked: tuple[str, ...] = ()  # upper-layer directories that walk could not list: all below them
+    #                                             counts as the agent's ("" for all of it)
+    hashing: HashBudget = field(default_factory=HashBudget)  # what reading its files may still cost (file_hash)
 
     def __post_init__(self) -> None:
         self.workdir = checked_workdir(self.workdir)
@@ -191,12 +198,19 @@ class SandboxLayout:
     def trace_log(self) -> Path:
         return self.traces / self.trace_name
 
-    def upper_entries(self) -> frozenset[str]:
-        """Paths (relative to the upper layer) of everything the episode has written to system directories."""
-        out = set()
-        for dirpath, dirnames, filenames in os.walk(self.upper):
-            out.update(os.path.relpath(os.path.join(dirpath, name), self.upper) for name in dirnames + filenames)
-        return frozenset(out)
+    def upper_entries(self) -> tuple[frozenset[str], dict[str, str]]:
+        """Paths (relative to the upper layer) of everything the episode has written to system directories, and
+        the directories there the walk could not list (tree_walk), with why."""
+        walk = TreeWalk(str(self.upper))
+        return frozenset(os.path.relpath(entry.path, self.upper) for entry in walk), walk.skipped
+
+    def record_agent_upper(self) -> dict[str, str]:
+        """Before the verifier starts: `agent_upper`, and `agent_upper_unwalked` for what the walk could not list
+        (anything found there later counts as the agent's); returns those directories, with why."""
+        self.agent_upper, skipped = self.upper_entries()
+        self.agent_upper_unwalked = tuple(sorted("" if p == str(self.upper) else os.path.relpath(p, self.upper)
+                                                 for p in skipped))
+        return skipped
 
     def backing(self, sandbox_path: str) -> tuple[Path, str] | None:
         """(host directory, path relative to it) that holds what the episode wrote at `sandbox_path`: a writable
@@ -241,9 +255,8 @@ class SandboxLayout:
             return
         for path in paths:
             os.lchown(path, self.uid, self.uid)
-            for dirpath, dirnames, filenames in os.walk(path):
-                for name in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
-                    os.lchown(name, self.uid, self.uid)
+            for entry in TreeWalk(str(path)):  # the harness's and the task's trees; any depth
+                os.lchown(entry.path, self.uid, self.uid)
 
     def _prepare_rootfs(self) -> None:
         """`/` of the sandbox: root-owned mount points and symlinks in a sticky, world-writable directory, so that
@@ -350,10 +363,10 @@ def verifier_bwrap_argv(layout: SandboxLayout, limits: SandboxLimits, env: dict[
     return [*argv, "--cap-drop", "ALL", "/bin/bash", "--norc", "--noprofile", "-c", script]
 
 
-def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str]) -> list[str]:
+def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str], nproc: int | None = None) -> list[str]:
     """setpriv (root only) -> prlimit -> bwrap: the episode's unprivileged uid and its resource limits."""
     drop = layout.privilege.drop_argv(layout.uid)
-    rlimits = ["prlimit", f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_bytes}",
+    rlimits = ["prlimit", f"--nproc={nproc or limits.max_processes}", f"--fsize={limits.max_file_bytes}",
                f"--nofile={limits.max_open_files}", "--core=0"]
     if not layout.privilege.memory_by_cgroup():
         stack, _ = resource.getrlimit(resource.RLIMIT_STACK)  # keep the soft limit (8 MiB as in Docker), cap the hard
@@ -378,8 +391,11 @@ def verifier_argv(layout: SandboxLayout, limits: SandboxLimits, p1_init: int, ne
     """The judge's own process tree: into the episode's M1 and P1 (from the host pid of P1's init) and the agent's
     network namespace (an fd the harness holds open: /proc/self/fd/N of nsenter), traced into its own log."""
     enter = layout.privilege.verifier_enter_argv(p1_init, net_fd)
+    # RLIMIT_NPROC counts every process of the episode's uid (rootless: of its user namespace), the agent's that
+    # still run included, and the agent's own limit keeps those at max_processes: so the verifier gets as many again
+    # (with a pids cgroup of its own at root: Episode), and the agent's survivors cannot starve it (a fork bomb's 504).
     return [*enter, *strace_argv(layout.inside(trace_log)), "--",
-            *_dropped(layout, limits, verifier_bwrap_argv(layout, limits, env, script))]
+            *_dropped(layout, limits, verifier_bwrap_argv(layout, limits, env, script), 2 * limits.max_processes)]
 
 
 def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:

@@ -363,6 +363,7 @@ class UidLease:
 
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
+VERIFIER_CGROUPS = ".verifier"  # EPISODE.verifier: the verifier's own memory and pids limits, beside the agent's
 
 
 class EpisodeCgroups:
@@ -403,7 +404,7 @@ def sweep_cgroups(work_root: Path) -> None:
         base = CGROUP_V1 / controller / "depgpo"
         if base.is_dir() and os.access(base, os.W_OK):
             for d in base.iterdir():
-                if d.is_dir() and not (work_root / d.name).exists():
+                if d.is_dir() and not (work_root / d.name.removesuffix(VERIFIER_CGROUPS)).exists():
                     try:
                         d.rmdir()
                     except OSError:
