@@ -4,7 +4,7 @@ side, interleaved round by round so that machine noise hits both alike.
     .venv/bin/python bench/cpu_pin_cost.py [--results results/tiny] [--rounds 3] [--out bench/results/cpu_pin_cost.json]
 
 Each measurement is a `depgpo` process of its own (the pin is read when torch loads): `depgpo sft` on the tiny DAG's
-SFT conversations (one epoch after 50 copying steps; the time of its last step, from metrics.jsonl), and `depgpo
+SFT conversations (the first 96, one epoch after 20 copying steps; the time of its last step, from metrics.jsonl), and `depgpo
 evaluate` of its SFT checkpoint on one test set, one round (wall time: decoding and the sandboxed episodes). Needs a
 finished tiny DAG (`snakemake`) for its conversations, checkpoint and test tasks.
 """
@@ -41,7 +41,7 @@ def depgpo(args: list[str], pin: bool) -> float:
 def sft_seconds(conversations: Path, pin: bool) -> float:
     with tempfile.TemporaryDirectory(prefix="pin-sft-") as out:
         depgpo(["sft", "--data", str(conversations), "--out", out, "scale=tiny", "torch_threads=2", "sft.epochs=1",
-                "sft.copy.steps=50"], pin)
+                "sft.copy.steps=20"], pin)
         last = (Path(out) / "metrics.jsonl").read_text().splitlines()[-1]
         return json.loads(last)["time_s"]
 
@@ -56,6 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=Path("results/tiny"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--conversations", type=int, default=96, help="the first N SFT conversations (12 steps)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/cpu_pin_cost.json"))
     args = parser.parse_args()
     setting = args.results / "tiny" / "tiny"
@@ -64,6 +65,9 @@ def main() -> None:
     for path in (conversations, policy, tasks):
         if not path.exists():
             raise SystemExit(f"error: {path} not found: run the tiny DAG first (snakemake), or give --results")
+    subset = Path(tempfile.mkdtemp(prefix="pin-data-")) / "conversations.jsonl"
+    subset.write_text("".join(conversations.read_text().splitlines(keepends=True)[:args.conversations]))
+    conversations = subset
     times: dict[str, dict[str, list[float]]] = {"sft": {"on": [], "off": []}, "evaluate": {"on": [], "off": []}}
     for round_ in range(args.rounds):
         for pin in (round_ % 2 == 0, round_ % 2 == 1):  # alternate which goes first
