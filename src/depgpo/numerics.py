@@ -43,10 +43,14 @@ def pin_enabled(environ: MutableMapping[str, str] = os.environ) -> bool:
     return environ.get(PIN_SWITCH, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
+def _set_by_pin(environ: MutableMapping[str, str]) -> set[str]:
+    return {name for name in environ.get(_SET_BY_PIN, "").split(",") if name}
+
+
 def pin_cpu_kernels(environ: MutableMapping[str, str] = os.environ) -> None:
     """Set PINNED in `environ` where the user has not set them (a no-op where the pin is off). Must run before torch
     is imported: ATen and MKL read these variables once, when they first dispatch."""
-    ours = {name for name in environ.get(_SET_BY_PIN, "").split(",") if name}
+    ours = _set_by_pin(environ)
     if not pin_enabled(environ):
         for name in ours:  # a parent's pin, turned off here: its values are not the user's
             environ.pop(name, None)
@@ -61,7 +65,7 @@ def pin_cpu_kernels(environ: MutableMapping[str, str] = os.environ) -> None:
 
 def user_settings(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
     """The RECORDED variables set by someone other than the pin (the user, or Snakemake for threads)."""
-    ours = set(environ.get(_SET_BY_PIN, "").split(","))
+    ours = _set_by_pin(environ)
     return {name: environ[name] for name in RECORDED if name in environ and name not in ours}
 
 
