@@ -26,7 +26,8 @@ class AgentConfig:
 def agent_config(cfg: DictConfig, credit: bool = False) -> AgentConfig:
     """The agent loop of a stage; `credit=True` for RL, whose trainers read each rollout's step factors."""
     environment = cfg.agent.environment
-    limits = SandboxLimits(disk_bytes=environment.disk_bytes, disk_inodes=environment.disk_inodes)
+    limits = SandboxLimits(disk_bytes=environment.disk_bytes, disk_inodes=environment.disk_inodes,
+                           pin=environment.pin_cpu)
     episode = EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s, backend=environment.backend,
                             runtime=environment.runtime, tampering=environment.tampering, limits=limits,
                             privilege=environment.privilege)

@@ -138,6 +138,7 @@ class EnvironmentRef(TypedDict):
     source: str        # host | local | pulled | built
     notes: list[str]   # how the environment differs from the task's own image (bases bootstrapped, approximated)
     privilege: NotRequired[Literal["root", "rootless"]]  # the sandbox's privilege level (env/sandbox/privilege.py)
+    cpu: NotRequired[int | None]  # the CPU its processes were pinned to (env/sandbox/cpu_slots.py); None: unpinned
 
 
 class UnreplayableStep(TypedDict):

@@ -70,7 +70,9 @@ class SandboxLimits:
     #                                   writable mappings: heap, malloc, thread stacks) and the stack's hard limit
     address_space_bytes: int = 64 << 30  # without a memory cgroup, RLIMIT_AS: a ceiling on what a process reserves
     #                                   (OCaml 5 reserves every domain's minor heap: coqc 32 GiB) and maps shared
-    cpu: int | None = None            # pin the episode (strace costs ~3.5x less when pinned); None = not pinned
+    cpu: int | None = None            # pin the episode to this CPU; None: one of cpu_slots' (or none, pin=False)
+    pin: bool = True                  # without `cpu`: pin each episode to a CPU of the process's that no other
+    #                                   episode holds, if any (cpu_slots.py)
     disk_bytes: int = 2 << 30         # all files the episode writes (workdir, /tmp, homes, upper layers): tmpfs size;
     #                                   at root its pages count against the memory cgroup, so it stays below
     #                                   memory_bytes (ENOSPC, not OOM); rootless only against the job's cgroup
