@@ -268,8 +268,9 @@ def value_choices() -> dict[str, Choice]:
                                                                  "the first on PATH"),
         "agent.environment.tampering": Choice(TAMPERING_POLICIES, "zero: an episode whose verifier ran "
                                                                   "agent-planted code earns 0; keep: recorded only"),
-        "agent.environment.pin_cpu": Choice(FLAG, "pin each episode to one CPU of the job's, spread over them; "
-                                                  "false: episodes float (docs/benchmarks.md#pinning)"),
+        "agent.environment.pin_cpu": Choice(FLAG, "pin each episode to a CPU of the job's that no other holds, "
+                                                  "while one is free; false: episodes float "
+                                                  "(docs/benchmarks.md#pinning)"),
         "agent.environment.privilege": Choice(PRIVILEGES, "the sandbox; auto: root when run as root, else "
                                                           "rootless (docs/sandbox.md#privilege)"),
         "launcher.cluster": Choice((None, "slurm", "local", "debug"), "submitit's executor; null: Slurm where "

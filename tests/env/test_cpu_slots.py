@@ -24,7 +24,7 @@ def test_slots_give_each_episode_a_cpu_of_its_own_and_take_back_what_ends():
     taken = [slots.take() for _ in range(4)]
     assert taken == [3, 5, 7, None]  # a fourth episode floats rather than share a CPU
     slots.give_back(5)
-    assert slots.take() == 5 and slots.load() == {3: 1, 5: 1, 7: 1}
+    assert slots.take() == 5 and slots.held() == {3, 5, 7}
     with pytest.raises(ValueError, match="CPU 9 was not taken"):
         slots.give_back(9)
 
@@ -53,17 +53,17 @@ def task(tmp_path_factory):
 @pytest.mark.sandbox
 @pytest.mark.slow
 def test_an_episode_and_its_verifier_run_on_one_cpu_and_give_it_back(task):
-    before = shared_slots().load()
+    before = shared_slots().held()
     with Episode(task, EpisodeConfig(command_timeout_s=30)) as ep:
-        assert ep.cpu is not None  # no other episode of this process holds a CPU
+        assert ep.placement.cpu is not None  # no other episode of this process holds a CPU
         command = ep.run_command(ALLOWED)
         verifier = ep.verify()
-        assert shared_slots().load()[ep.cpu] == before[ep.cpu] + 1
+        assert ep.placement.cpu not in before and shared_slots().held() == before | {ep.placement.cpu}
         record = ep.trajectory()["environment"]
-    assert command["observation"].strip() == str(ep.cpu)
+    assert command["observation"].strip() == str(ep.placement.cpu)
     assert verifier["reward"] == 1.0, verifier["output"][-800:]
-    assert record["cpu"] == ep.cpu
-    assert shared_slots().load() == before
+    assert record["cpu"] == ep.placement.cpu
+    assert shared_slots().held() == before
 
 
 @pytest.mark.sandbox
@@ -73,7 +73,7 @@ def test_pinning_turned_off_leaves_the_episode_on_every_cpu(task):
     with Episode(task, EpisodeConfig(command_timeout_s=30, limits=SandboxLimits(pin=False))) as ep:
         command = ep.run_command("python3 -c 'import os; print(len(os.sched_getaffinity(0)))'")
         verifier = ep.verify()
-    assert ep.cpu is None
+    assert ep.placement.cpu is None
     assert command["observation"].strip() == str(len(os.sched_getaffinity(0)))
     assert verifier["reward"] == 0.0  # its test asserts one CPU
 
@@ -85,4 +85,4 @@ def test_concurrent_episodes_take_different_cpus(task):
     with Episode(task, EpisodeConfig(command_timeout_s=30)) as first, \
             Episode(task, EpisodeConfig(command_timeout_s=30)) as second:
         seen = {first.run_command(ALLOWED)["observation"].strip(), second.run_command(ALLOWED)["observation"].strip()}
-    assert first.cpu != second.cpu and seen == {str(first.cpu), str(second.cpu)}
+    assert first.placement.cpu != second.placement.cpu and seen == {str(first.placement.cpu), str(second.placement.cpu)}

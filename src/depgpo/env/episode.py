@@ -32,7 +32,7 @@ from depgpo.env.judging.tampering import TAMPERING_POLICIES, find_tampering
 from depgpo.env.judging.verdict import verdict
 from depgpo.env.judging.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
 from depgpo.env.judging.verifier_processes import VerifierProcesses
-from depgpo.env.sandbox.cpu_slots import shared_slots
+from depgpo.env.sandbox.cpu_slots import Placement
 from depgpo.env.sandbox.file_hash import HashBudget, is_unhashed, unhashed_notes
 from depgpo.env.sandbox.filestate import StatWalk, lines_written, read_version
 from depgpo.env.sandbox.layout import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimits, launcher_argv,
@@ -101,8 +101,7 @@ class Episode:
         self._noted: set[str] = set()                 # directories a walk could not list, already in errors
         self.failed = False                           # a harness failure ended the episode
         self._closed = False
-        self.cpu: int | None = None                   # where its processes run (_place)
-        self._slot: int | None = None                 # the shared slot taken for it, given back by close()
+        self.placement = Placement()                  # the CPU its processes run on (cpu_slots.py)
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> "Episode":
@@ -130,7 +129,7 @@ class Episode:
         self.system = system_root_for(self.task, self.config.backend, self.config.runtime, self.config.image_cache,
                                       self.config.wheel_cache)
         self._lease = self.privilege.lease_uid()
-        self._place()
+        self.placement = Placement.of(self.config.limits.cpu, self.config.limits.pin)  # given back by close()
         root = Path(tempfile.mkdtemp(prefix=f"{self.task.id[:40]}-", dir=work_root))
         self._live_lock = os.open(root / LIVE_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._live_lock, fcntl.LOCK_EX)  # released by close() or by this process's death
@@ -160,16 +159,8 @@ class Episode:
     def _preexec(self, cgroups=None) -> None:
         leave_session_keyring()
         (cgroups or self._cgroups).enter()
-        if self.cpu is not None:
-            os.sched_setaffinity(0, {self.cpu})
-
-    def _place(self) -> None:
-        """The CPU this episode's processes run on (cpu_slots.py): the configured one, a shared slot, or none."""
-        limits = self.config.limits
-        if limits.cpu is not None:
-            self.cpu = limits.cpu
-        elif limits.pin:  # None when every CPU holds an episode already: it floats
-            self.cpu = self._slot = shared_slots().take()
+        if self.placement.cpu is not None:
+            os.sched_setaffinity(0, {self.placement.cpu})
 
     def _start_shell(self) -> None:
         """Start (or, after the agent killed its shell, restart) the traced shell; files persist, processes not."""
@@ -220,9 +211,7 @@ class Episode:
                 cgroups.remove()
         if hasattr(self, "_lease"):
             self._lease.release()
-        if self._slot is not None:
-            shared_slots().give_back(self._slot)
-            self._slot = None
+        self.placement.release()
         if hasattr(self, "layout") and not self.config.keep_sandbox:
             remove_layout(self.layout)
         if hasattr(self, "_live_lock"):
@@ -394,7 +383,7 @@ class Episode:
         # Harbor's test.sh runs as written; TB1's run-tests.sh needs helpers TB1 does not ship (tasks.task).
         command = self.task.test_command if self.task.format == "harbor" else \
             tools.tb1_setup + offline_test_command(self.task, self.layout.workdir, tools.tb1_python)
-        limits = replace(self.config.limits, cpu=self.cpu)  # the verifier runs where the agent did
+        limits = replace(self.config.limits, cpu=self.placement.cpu)  # the verifier runs where the agent did
         run = run_verifier(self.layout, limits, self.shell, partial(self._preexec, self._verifier_cgroups),
                            env, command, timeout, self.config.output_limit_bytes, agent_processes)
         self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
@@ -486,7 +475,7 @@ class Episode:
     def _environment_record(self) -> dict | None:
         if not hasattr(self, "system"):
             return None
-        record = {**self.system.as_record(), "privilege": self.privilege.name, "cpu": self.cpu}
+        record = {**self.system.as_record(), "privilege": self.privilege.name, "cpu": self.placement.cpu}
         record["notes"] = [*record["notes"], *self.privilege.notes(self.system.is_host)]
         return record
 

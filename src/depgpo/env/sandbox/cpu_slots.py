@@ -17,41 +17,41 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 
 
 class CpuSlots:
-    """Episodes per CPU of a fixed set; `take` a free one, `give_back` when the episode ends."""
+    """A fixed set of CPUs, each held by at most one episode: `take` a free one, `give_back` when the episode ends."""
 
     def __init__(self, cpus: set[int] | None = None) -> None:
         self._lock = threading.Lock()
         self._cpus = tuple(sorted(cpus if cpus is not None else os.sched_getaffinity(0)))
         if not self._cpus:
             raise ValueError("CpuSlots needs at least one CPU")
-        self._load = dict.fromkeys(self._cpus, 0)
+        self._held: set[int] = set()
 
     @property
     def cpus(self) -> tuple[int, ...]:
         return self._cpus
 
     def take(self) -> int | None:
-        """A CPU no episode runs on (the lowest), or None when every one has an episode: pinning a second episode
-        beside the first would leave it waiting while another CPU idles (bench/episode_pinning.py: 0.86x)."""
+        """The lowest CPU no episode holds, or None when every one is held: pinning a second episode beside the
+        first would leave it waiting while another CPU idles (bench/episode_pinning.py: 0.86x)."""
         with self._lock:
-            free = [c for c in self._cpus if self._load[c] == 0]
-            if not free:
-                return None
-            self._load[free[0]] += 1
-            return free[0]
+            cpu = next((c for c in self._cpus if c not in self._held), None)
+            if cpu is not None:
+                self._held.add(cpu)
+            return cpu
 
     def give_back(self, cpu: int) -> None:
         with self._lock:
-            if self._load.get(cpu, 0) <= 0:
+            if cpu not in self._held:
                 raise ValueError(f"CPU {cpu} was not taken from these slots")
-            self._load[cpu] -= 1
+            self._held.remove(cpu)
 
-    def load(self) -> dict[int, int]:
+    def held(self) -> frozenset[int]:
         with self._lock:
-            return dict(self._load)
+            return frozenset(self._held)
 
 
 _shared: CpuSlots | None = None
@@ -65,3 +65,25 @@ def shared_slots() -> CpuSlots:
         if _shared is None:
             _shared = CpuSlots()
         return _shared
+
+
+@dataclass
+class Placement:
+    """Where one episode's processes run: a configured CPU, a slot of the shared ones (given back by `release`),
+    or nowhere in particular (None)."""
+
+    cpu: int | None = None
+    from_slots: bool = False
+
+    @classmethod
+    def of(cls, cpu: int | None, pin: bool) -> "Placement":
+        """SandboxLimits' `cpu` if set, else a shared slot when `pin` and one is free, else floating."""
+        if cpu is not None or not pin:
+            return cls(cpu)
+        taken = shared_slots().take()
+        return cls(taken, taken is not None)
+
+    def release(self) -> None:
+        if self.from_slots:
+            shared_slots().give_back(self.cpu)
+            self.from_slots = False
