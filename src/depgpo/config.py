@@ -241,6 +241,7 @@ def value_choices() -> dict[str, Choice]:
     from depgpo.env.images.backend import BACKENDS, RUNTIMES
     from depgpo.env.judging.tampering import TAMPERING_POLICIES
     from depgpo.env.sandbox.privilege import PRIVILEGES
+    from depgpo.tasks.task import VERIFIER_VIEWS
 
     declared = tuple(methods())
     return {
@@ -268,6 +269,9 @@ def value_choices() -> dict[str, Choice]:
                                                                  "the first on PATH"),
         "agent.environment.tampering": Choice(TAMPERING_POLICIES, "zero: an episode whose verifier ran "
                                                                   "agent-planted code earns 0; keep: recorded only"),
+        "agent.environment.verifier_view": Choice(("task", *VERIFIER_VIEWS), "what the verifier sees of the "
+                                                  "agent's work: image (its workdir), full, or task (the task's "
+                                                  "[verifier] view; docs/threat-model.md#the-verifiers-view)"),
         "agent.environment.pin_cpu": Choice(FLAG, "pin each episode to a CPU of the job's that no other holds, "
                                                   "while one is free; false: episodes float "
                                                   "(docs/benchmarks.md#pinning)"),

@@ -241,7 +241,7 @@ def test_deep_chains_in_system_and_writable_directories_are_walked_and_what_is_u
     """A 1,100-deep chain under /usr/local/share ended the verify step in a RecursionError (os.walk recursed in
     SandboxLayout.upper_entries). One deeper than PATH_MAX cannot be listed by path: the walks say so."""
     past_path_max = "python3 -c \"import os\nfor _ in range(2100): os.mkdir('p'); os.chdir('p')\""
-    with episode(task) as ep:
+    with episode(task, verifier_view="full") as ep:  # the full view walks the agent's upper layers
         system = ep.run_command(f"mkdir -p /usr/local/share/{'d/' * 1100} && echo made")
         ep.run_command(f"cd /app && {past_path_max}; cd /usr/local/share && {past_path_max}; echo 1 > /app/ok")
         verifier = ep.verify()
@@ -331,8 +331,8 @@ def test_a_verifier_that_cannot_fork_says_so(tmp_path):
 
 
 def test_a_verifier_that_cannot_start_says_so(tmp_path):
-    """bwrap cannot mount uv onto an agent-made symlink at ~/.local/bin: the verifier never started, which is not
-    a verifier that wrote no reward."""
+    """bwrap cannot mount uv onto an agent-made symlink at ~/.local/bin in the full view: the verifier never started,
+    which is not a verifier that wrote no reward. In the image view its home is its own: the symlink is not seen."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     with zipfile.ZipFile(wheels / "uv-0.9.5-py3-none-manylinux_2_17_x86_64.whl", "w") as wheel:
@@ -345,11 +345,12 @@ def test_a_verifier_that_cannot_start_says_so(tmp_path):
     work_root = Path(tempfile.mkdtemp(prefix="depgpo-uv-"))  # its tools directory (this fake uv) is its own
     work_root.chmod(0o711)
     try:
-        for plant in ("true", "mkdir -p /root/.local && ln -s /nowhere /root/.local/bin"):
-            with episode(load_task(uv_task), wheel_cache=wheels, work_root=work_root) as ep:
+        planted = "mkdir -p /root/.local && ln -s /nowhere /root/.local/bin"
+        for plant, view in (("true", "full"), (planted, "full"), (planted, "image")):
+            with episode(load_task(uv_task), wheel_cache=wheels, work_root=work_root, verifier_view=view) as ep:
                 ep.run_command(plant)
                 verifier = ep.verify()
-            if plant == "true":
+            if plant == "true" or view == "image":
                 assert verifier["reward"] == 1.0 and verifier["error"] is None, verifier
             else:
                 assert verifier["reward"] == 0.0 and verifier["reward_source"] == "error"

@@ -82,7 +82,9 @@ SYSTEM_DIRS = ("/usr/", "/etc/", "/opt/", "/var/", "> /conftest.py", "> /pytest.
 
 def run(task, commands: str, tampering: str = "zero") -> dict:
     """The verifier's record, with the command's observation under "observation" (the test's, not the record's)."""
-    with Episode(task, EpisodeConfig(command_timeout_s=20, tampering=tampering)) as ep:
+    # The full view (a task's `[verifier] view = "full"`): the rules are what stands between such a task's verifier
+    # and these plants. In the default image view they are not even seen (tests/env/test_judge_battery.py).
+    with Episode(task, EpisodeConfig(command_timeout_s=20, tampering=tampering, verifier_view="full")) as ep:
         observation = ep.run_command(commands)["observation"]
         return {**ep.verify(), "observation": observation}
 

@@ -154,7 +154,9 @@ NEEDS = {"numpy": "python3-numpy", "git": "git", "make": "make", "npm": "npm", "
 
 
 def run(task, commands: str) -> dict:
-    with Episode(task, EpisodeConfig(command_timeout_s=30)) as ep:
+    # The full view (`[verifier] view = "full"`), where the rules must hold; in the image view the plants outside the
+    # workdir are not seen at all (tests/env/test_judge_battery.py).
+    with Episode(task, EpisodeConfig(command_timeout_s=30, verifier_view="full")) as ep:
         observation = ep.run_command(commands)["observation"]
         return {**ep.verify(), "observation": observation}
 

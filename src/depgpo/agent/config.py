@@ -30,6 +30,7 @@ def agent_config(cfg: DictConfig, credit: bool = False) -> AgentConfig:
                            pin=environment.pin_cpu)
     episode = EpisodeConfig(command_timeout_s=cfg.agent.command_timeout_s, backend=environment.backend,
                             runtime=environment.runtime, tampering=environment.tampering, limits=limits,
+                            verifier_view=environment.verifier_view,
                             privilege=environment.privilege)
     if environment.cache_dir:
         episode.image_cache = Path(environment.cache_dir)

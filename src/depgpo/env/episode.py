@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -28,11 +27,12 @@ from pathlib import Path
 from depgpo.env.images import verifier_tools
 from depgpo.env.images.backend import DEFAULT_CACHE, DEFAULT_WHEELS, system_root_for
 from depgpo.env.judging.judge import merged_effects, run_verifier
-from depgpo.env.judging.tampering import TAMPERING_POLICIES, find_tampering
+from depgpo.env.judging.tampering import TAMPERING_POLICIES, Provenance, find_tampering
 from depgpo.env.judging.verdict import verdict
-from depgpo.env.judging.verifier import compute_reward, inspection_set, read_verifier_file, static_inspection_set
+from depgpo.env.judging.verifier import compute_reward, inspected_records, install_verifier_files, read_verifier_file
 from depgpo.env.judging.verifier_processes import VerifierProcesses
 from depgpo.env.sandbox.cpu_slots import Placement
+from depgpo.env.sandbox.judge_view import agent_visible, checked_view, judge_layout, prepare_view
 from depgpo.env.sandbox.file_hash import HashBudget, is_unhashed, unhashed_notes
 from depgpo.env.sandbox.filestate import StatWalk, lines_written, read_version
 from depgpo.env.sandbox.layout import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimits, launcher_argv,
@@ -48,7 +48,7 @@ from depgpo.env.tracing.trace_syntax import FAST_SKIP_PREFIXES
 from depgpo.tasks import Task, offline_test_command
 from depgpo.trajectory.schema import (MISSING, CommandEffects, CommandRecord, FileVersion, Trajectory, make_trajectory,
     unverified)
-from depgpo.trajectory.scope import is_record_path, is_under, tracked_roots
+from depgpo.trajectory.scope import is_record_path, tracked_roots
 
 
 class HarnessFailure(RuntimeError):
@@ -74,6 +74,8 @@ class EpisodeConfig:
     tampering: str = "zero"                    # what a trajectory whose verifier ran agent-planted code earns:
     #                                            zero (reward 0, the reason recorded) | keep (recorded only)
     output_limit_bytes: int = 20 << 20         # verifier output read back (the observation is cut much shorter)
+    verifier_view: str = "task"                # what of the agent's work the verifier sees: image (its workdir
+    #                                            only) | full (everything) | task (the task's [verifier] view)
 
     def __post_init__(self) -> None:
         privilege = resolve(self.privilege)  # refused here, before anything is made, where it cannot work
@@ -81,6 +83,8 @@ class EpisodeConfig:
         if self.tampering not in TAMPERING_POLICIES:
             raise ValueError(f"agent.environment.tampering={self.tampering!r}: choose one of "
                              f"{', '.join(TAMPERING_POLICIES)}")
+        if self.verifier_view != "task":
+            checked_view(self.verifier_view, "agent.environment.verifier_view")
 
 
 class Episode:
@@ -145,6 +149,11 @@ class Episode:
             self.layout.masked_files, self.layout.masked_dirs = (), ()
         self.layout.prepare()
         self.errors += seed_files(self.layout, self.system, self.task)
+        self.judge = judge_layout(self.layout, self.task.verifier_view if self.config.verifier_view == "task"
+                                  else self.config.verifier_view)  # what the verifier will see: judge_view.py
+        if self.judge is not self.layout:  # its own homes, seeded as the agent's were
+            prepare_view(self.judge)
+            self.errors += seed_files(self.judge, self.system, self.task)
         self._cgroups = self.privilege.cgroups(root.name, limits)
         self._verifier_cgroups = self.privilege.cgroups(root.name + VERIFIER_CGROUPS, limits)  # a budget of its own
         self._start_shell()
@@ -366,7 +375,7 @@ class Episode:
         if not self.shell.alive() or self.shell.shell_pid() is None:  # (its bash killed by a command's recovery)
             self.errors.append("the shell had exited; the verifier ran beside a restarted one (agent processes gone)")
             self._start_shell()
-        self._install_verifier_files()
+        install_verifier_files(self.task, self.layout.tests_dir)
         self._feed_trace()  # what background processes did until now belongs to the agent's segments
         self.parser.begin_verifier()
         timeout = self.config.verifier_timeout_s or self.task.verifier_timeout_s
@@ -374,34 +383,32 @@ class Episode:
         for proc in agent_processes:
             self._process_names.setdefault(proc.pid, proc.name)
         env = {**BASE_ENV, "TERM": "dumb", **self.layout.env, **self.task.verifier_env}
-        unwalked = self.layout.record_agent_upper()  # before the verifier writes there too
-        self.errors += skip_notes(unwalked, self._noted, "the walk of the upper layers (counted as the agent's)")
+        if not self.judge.view:  # it sees the agent's system directories: what of them is the agent's, before it
+            unwalked = self.layout.record_agent_upper()  # writes there too
+            self.errors += skip_notes(unwalked, self._noted, "the walk of the upper layers (counted as the agent's)")
         tools = verifier_tools.for_verifier(self.task, self.config.wheel_cache, self.config.work_root / "tools",
                                             env.get("HOME") or "/root", self.system.is_host)
-        self.layout.verifier_binds, env = tools.binds, {**env, **tools.env}
+        self.judge.verifier_binds, env = tools.binds, {**env, **tools.env}
         self.errors += tools.errors
         # Harbor's test.sh runs as written; TB1's run-tests.sh needs helpers TB1 does not ship (tasks.task).
         command = self.task.test_command if self.task.format == "harbor" else \
             tools.tb1_setup + offline_test_command(self.task, self.layout.workdir, tools.tb1_python)
         limits = replace(self.config.limits, cpu=self.placement.cpu)  # the verifier runs where the agent did
-        run = run_verifier(self.layout, limits, self.shell, partial(self._preexec, self._verifier_cgroups),
+        run = run_verifier(self.judge, limits, self.shell, partial(self._preexec, self._verifier_cgroups),
                            env, command, timeout, self.config.output_limit_bytes, agent_processes)
         self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
         own = run.effects  # all of it for tampering; for E, less its tools' start-up reads (judging/startup_reads.py)
-        effects = merged_effects(self.parser.summary("verifier"), run.inspected(self._keep_path))
-        E_detail = inspection_set(effects, self._agent_written, self._process_names, self.layout.workdir,
-                                  output=run.output)
-        provided = tuple(inside for _, inside in self.layout.verifier_binds)  # the harness's tools, not agent work
-        E_detail = [d for d in E_detail if not is_under(d["record"], provided)]
-        E_source = "trace" if E_detail else "none"
-        if not E_detail:
-            E_detail = static_inspection_set([host for host, _ in self.task.verifier_files], self.layout.workdir)
-            E_source = "static" if E_detail else "none"
+        agent_during = self.parser.summary("verifier")  # agent processes' events while it ran: always the agent's
+        effects = merged_effects(agent_during, run.inspected(lambda p: self._keep_path(p) and agent_visible(self.judge, p)))
+        provided = tuple(inside for _, inside in self.judge.verifier_binds)  # the harness's tools, not agent work
+        E_detail, E_source = inspected_records(effects, self._agent_written, self._process_names, self.layout.workdir,
+                                               run.output, provided, [host for host, _ in self.task.verifier_files])
         self._add_E_files_to_final(E_detail)
         self._final_processes()
-        processes = VerifierProcesses(run.trace, run.mark, run.exit_code, self.layout, self._initial_hashes,
-                                      self.system.path)
-        tampering = find_tampering(own, self.layout, self._initial_hashes, self.system.path) + processes.findings
+        work = Provenance.of(self._initial_hashes, self.final["files"], agent_during)
+        processes = VerifierProcesses(run.trace, run.mark, run.exit_code, self.judge, work, self.system.path)
+        work = replace(work, during=work.during | processes.agent_code_wrote)  # agent code the verifier ran wrote
+        tampering = find_tampering(own, self.judge, work, self.system.path) + processes.findings
         logs = lambda name: read_verifier_file(self.layout.verifier_logs, name)  # noqa: E731
         reward = compute_reward(logs("reward.json"), logs("reward.txt"), run.output, run.exit_code,
                                 self.task.test_weights, logs("junit.xml"), require_reward_file=self.task.format == "harbor")
@@ -410,19 +417,12 @@ class Episode:
             "E": [d["record"] for d in E_detail], "E_detail": E_detail, "E_source": E_source,
             "reward": value, "reward_source": source, "tests": reward.tests, "tampering": tampering,
             "exit_code": run.exit_code, "output": truncate_observation(run.output),
-            "duration_s": round(time.monotonic() - t0, 4), "error": error,
+            "duration_s": round(time.monotonic() - t0, 4), "error": error, "view": "image" if self.judge.view else "full",
         }
         if source == "tampering":
             self.verifier["reward_before_tampering"] = reward.value
         self.timings["verifier_s"] = time.monotonic() - t0
         return self.verifier
-
-    def _install_verifier_files(self) -> None:
-        """Copy the verifier's files under /tests (mounted in the verifier's mount namespace only)."""
-        for host_path, sandbox_path in self.task.verifier_files:
-            target = self.layout.tests_dir / os.path.relpath(sandbox_path, "/tests")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(host_path, target)
 
     def _final_files(self) -> dict:
         """Tracked files as the verifier found them (taken before it runs: it may write files itself)."""

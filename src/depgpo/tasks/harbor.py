@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 from depgpo.tasks.dockerfile import DockerfilePlan
-from depgpo.tasks.task import Task, TaskFormatError, read_environment, seconds, tree_files
+from depgpo.tasks.task import VERIFIER_VIEWS, Task, TaskFormatError, read_environment, seconds, tree_files
 
 HARBOR_VERIFIER_TIMEOUT_S = 600.0  # Harbor's default when task.toml sets none
 
@@ -44,6 +44,10 @@ def load_harbor_task(shown: Path) -> Task:
     if not isinstance(allow_internet, bool):
         raise TaskFormatError(config_file, f"[environment] allow_internet must be true or false, got "
                               f"{allow_internet!r}", "write allow_internet = true")
+    view = verifier.get("view", "image")
+    if view not in VERIFIER_VIEWS:
+        raise TaskFormatError(config_file, f"[verifier] view must be one of {', '.join(VERIFIER_VIEWS)}, got {view!r}",
+                              'write view = "full" where the tests need the agent\'s changes outside its workdir')
     verifier_env = verifier.get("env", {})
     if not isinstance(verifier_env, dict) or not all(isinstance(v, str) for v in verifier_env.values()):
         raise TaskFormatError(config_file, f"[verifier] env must map names to strings, got {verifier_env!r}",
@@ -77,6 +81,7 @@ def load_harbor_task(shown: Path) -> Task:
         unreplayable=plan.unreplayable,
         verifier_files=tree_files(tests_dir, "/tests"),
         verifier_env=verifier_env,
+        verifier_view=view,
         solution_script=solution if solution.is_file() else None,
         docker_image=docker_image,
         dockerfile=root / "environment" / "Dockerfile" if (root / "environment" / "Dockerfile").is_file() else None,

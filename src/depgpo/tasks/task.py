@@ -23,6 +23,8 @@ from depgpo.tasks.dockerfile import (DockerfileError, DockerfilePlan, network_fe
                                      package_install_commands, parse_dockerfile, resolve_copies)
 
 VERIFIER_LOGS = "/logs/verifier"
+# image: the image's system and homes with the agent's workdir; full: the agent's whole file system (judge_view.py)
+VERIFIER_VIEWS = ("image", "full")
 # How this project runs pytest where it chooses the runner (the offline fallback, the generated tasks' test.sh):
 # files in the workdir or / cannot change it: no cwd on sys.path (PYTHONSAFEPATH), no user site-packages, no
 # plugin auto-loading, rootdir and conftest lookup confined to /tests, no ini file but /dev/null. (Variables, not
@@ -66,6 +68,7 @@ class Task:
     build_context: Path | None = None
     allow_internet: bool = True
     metadata: dict = field(default_factory=dict)
+    verifier_view: str = "image"  # what of the agent's work its verifier sees: VERIFIER_VIEWS (env/sandbox/judge_view)
 
     @property
     def verifier_script(self) -> Path:

@@ -75,7 +75,7 @@ class TamperingRecord(TypedDict):
     path: str
     kind: str  # runner_shadow | startup_hook | runner_replaced | reward_by_agent_code (docs/threat-model.md)
     how: str  # read | executed | written | written unseen
-    change: str  # created | changed
+    change: str  # created | changed | unknown | changed while the verifier ran
 
 
 class VerifierSection(TypedDict):
@@ -91,6 +91,7 @@ class VerifierSection(TypedDict):
     error: str | None  # why the verifier could not give a reward of its own
     tampering: NotRequired[list[TamperingRecord]]
     reward_before_tampering: NotRequired[float]  # only when tampering set the reward to 0
+    view: NotRequired[Literal["image", "full"]]  # what it saw of the agent's work (docs/threat-model.md)
 
 
 class FinalFile(TypedDict):

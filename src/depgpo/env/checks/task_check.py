@@ -147,24 +147,38 @@ def _check_image(task: Task, report: TaskReport, runtime: str) -> None:
 
 
 def _run_oracle(task: Task, report: TaskReport, backend: str, runtime: str, wheels: Path) -> None:
-    """The oracle in a real episode (build included): the verdict is what happens."""
-    from depgpo.env.cli import oracle_commands
-    from depgpo.env.episode import Episode, EpisodeConfig
-
-    config = EpisodeConfig(backend=backend, runtime=runtime, wheel_cache=wheels, command_timeout_s=
-                           task.agent_timeout_s or 900.0)
+    """The oracle in a real episode (build included): the verdict is what happens. A task whose oracle fails in the
+    verifier's image view is run again in the full one: if it passes there, the task needs `view = "full"`."""
     try:
-        with Episode(task, config) as episode:
-            for command in oracle_commands(task):
-                episode.run_command(command)
-            verifier = episode.verify()
+        verifier = _oracle_verdict(task, backend, runtime, wheels, "task")
+        full = None
+        if verifier["reward"] < 1.0 and task.verifier_view == "image":
+            full = _oracle_verdict(task, backend, runtime, wheels, "full")
     except images.ImageError as e:
         report.problems.append(f"the environment could not be made: {e}")
         return
     report.oracle_reward = verifier["reward"]
-    if verifier["reward"] < 1.0:
+    if full is not None and full["reward"] == 1.0:
+        report.problems.append(
+            f"the oracle scores 1 only when the verifier sees the agent's whole file system (it scored "
+            f"{verifier['reward']:g} seeing the image and the workdir {task.workdir}): add view = \"full\" to the "
+            f"[verifier] table of task.toml, where the judge then rests on its rules (docs/threat-model.md"
+            f"#the-verifiers-view)")
+    elif verifier["reward"] < 1.0:
         why = verifier["error"] or (verifier["output"].strip().splitlines() or ["(no output)"])[-1][:200]
         report.problems.append(f"the oracle scored {verifier['reward']:g}: {why}")
+
+
+def _oracle_verdict(task: Task, backend: str, runtime: str, wheels: Path, view: str) -> dict:
+    from depgpo.env.cli import oracle_commands
+    from depgpo.env.episode import Episode, EpisodeConfig
+
+    config = EpisodeConfig(backend=backend, runtime=runtime, wheel_cache=wheels, verifier_view=view,
+                           command_timeout_s=task.agent_timeout_s or 900.0)
+    with Episode(task, config) as episode:
+        for command in oracle_commands(task):
+            episode.run_command(command)
+        return episode.verify()
 
 
 def _check_verifier(task: Task, report: TaskReport) -> None:

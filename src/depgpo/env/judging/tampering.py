@@ -37,10 +37,13 @@ import os
 import re
 import stat
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from depgpo.env.judging.module_shadow import module_file, shadowed_name
 from depgpo.env.sandbox.file_hash import is_unhashed
+from depgpo.env.sandbox.judge_view import agent_visible
 from depgpo.env.sandbox.filestate import file_size, is_whiteout, lstat_beneath, read_text, read_version
 
 TAMPERING_POLICIES = ("zero", "keep")  # agent.environment.tampering: reward 0 with the reason, or record only
@@ -50,6 +53,7 @@ RUNNER_PROGRAMS = frozenset({"bash", "sh", "dash", "env", "timeout", "pytest", "
                              "ls", "wc", "tr", "cut"})
 _PYTHON_RE = re.compile(r"python[\d.]*")
 RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig")
+RUNNER_FILES = ("conftest.py", "pytest.ini", ".pytest.ini", "tox.ini")  # pytest >= 8.1 reads .pytest.ini too
 # Modules a new file on a Python path may not shadow: the standard library's (a test file named test*.py is a
 # test, not a shadow) and what pytest imports.
 SHADOWABLE = frozenset(m for m in sys.stdlib_module_names if not m.startswith("test")) | {
@@ -61,24 +65,44 @@ _PTH_IMPORT_RE = re.compile(r"^\s*import[\s\t]", re.MULTILINE)
 SCAN_LIMIT = 64 << 20  # a hook file larger than this is not scanned: it counts as tampering
 
 
-def find_tampering(effects, layout, initial: dict[str, str | None], system_root: Path,
+@dataclass(frozen=True)
+class Provenance:
+    """What of the sandbox is the agent's work, whatever the verifier did to it later (a hook that removes itself
+    once loaded is still the agent's)."""
+
+    initial: Mapping[str, str | None]  # sandbox path -> content hash of every file in the writable locations when
+    #                                    the episode started: the task's own files are not the agent's
+    at_start: Mapping[str, str | None] = field(default_factory=dict)  # the paths the agent's trace shows it wrote
+    #                                    -> their hash when the verifier started (None: absent)
+    during: frozenset[str] = frozenset()  # paths agent processes changed while the verifier ran (written_paths)
+
+    @classmethod
+    def of(cls, initial: Mapping[str, str | None], final_files: Mapping[str, dict], during) -> "Provenance":
+        """From the episode's records: its initial hashes, its final files (taken before the verifier ran) and what
+        agent processes did while it ran (trace_state.SegmentEffects)."""
+        at_start = {path: f["hash"] if f["exists"] else None for path, f in final_files.items()}
+        return cls(initial, at_start, written_paths(during))
+
+
+def find_tampering(effects, layout, initial: Provenance | Mapping[str, str | None], system_root: Path,
                    entry_program: str = "/bin/bash") -> list[dict]:
     """[{"path", "kind", "how", "change"}] for the verifier's own effects (trace_state.SegmentEffects, every path
-    kept). `initial`: sandbox path -> content hash of every file in the writable locations when the episode started
-    (the task's own files are not the agent's). `entry_program` is what the verifier's bwrap execs first (its trace
-    starts after it)."""
+    kept, and the names files were opened by). `layout` is the verifier's (judge_view.py); `initial` what is the
+    agent's (a bare mapping: Provenance.initial). `entry_program` is what the verifier's bwrap execs first (its
+    trace starts after it)."""
+    work = initial if isinstance(initial, Provenance) else Provenance(initial)
     found: dict[str, dict] = {}
     touched = [(entry_program, "executed")] + [(p, "executed") for p in sorted(effects.executed)] + \
-              [(p, "read") for p in sorted(effects.reads - effects.executed)]
+              [(p, "read") for p in sorted((effects.reads | effects.opened_as) - effects.executed)]
     # What the verifier's own processes wrote before reading it (a test.sh that pip-installs pytest, a test that
     # rebuilds a program) is the judge's, not the agent's.
-    own, links = effects.replaced_before_read, {}
-    shadow = _shadow_rule(layout, initial, system_root)
+    own, links = effects.replaced_before_read - work.during, {}
+    shadow = _shadow_rule(layout, work.initial, system_root)
     for named, how in touched:
         for path in resolve(named, layout, system_root, links=links):
             if path in found or path in own:
                 continue
-            change = _Once(lambda: agent_change(path, layout, initial, system_root))
+            change = _Once(lambda: agent_change(path, layout, work, system_root))
             kind = _kind(path, named, how, change, layout)  # asks for the change only where a rule needs it
             if kind is None and how == "read" and module_file(path) is not None and change() is not None:
                 kind = "runner_shadow" if shadow(path) else None
@@ -184,11 +208,16 @@ def _link_target(path: str, layout, system_root: Path) -> str | None:
     return entry[1] if entry is not None else None
 
 
-def agent_change(path: str, layout, initial: dict[str, str | None], system_root: Path) -> str | None:
-    """'created' / 'changed' if the agent made the entry at this (resolved) sandbox path what it is, else None."""
+def agent_change(path: str, layout, initial: Provenance | Mapping[str, str | None], system_root: Path) -> str | None:
+    """'created' / 'changed' if the agent made the entry at this (resolved) sandbox path what it was when the
+    verifier found it, 'changed while the verifier ran' if an agent process touched it meanwhile, else None."""
+    work = initial if isinstance(initial, Provenance) else Provenance(initial)
+    initial = work.initial
     backing = layout.backing(path)
-    if backing is None:
+    if backing is None or not agent_visible(layout, path):  # the verifier's image view: only its workdir
         return None
+    if path in work.during:
+        return "changed while the verifier ran"
     base, rel = backing
     if base == layout.upper:  # copy-on-write system directories: in the upper layer when the verifier started
         if layout.agent_upper is not None and rel not in layout.agent_upper and not is_under_any(
@@ -201,14 +230,26 @@ def agent_change(path: str, layout, initial: dict[str, str | None], system_root:
         if is_whiteout(st):
             return None
         return "changed" if os.path.lexists(Path(str(system_root).rstrip("/") + path)) else "created"
-    now = read_version(layout, path)
-    if now is None or not now.exists:
-        return None
+    if path in work.at_start:  # written by the agent: as it was when the verifier started, not as it left it
+        then = work.at_start[path]
+        if then is None:
+            return None  # absent then: what is there now the verifier made (or an agent process: `during`)
+    else:
+        now = read_version(layout, path)
+        if now is None or not now.exists:
+            return None
+        then = now.hash
     if path not in initial:
         return "created"
-    if is_unhashed(now.hash) or is_unhashed(initial[path]):
+    if is_unhashed(then) or is_unhashed(initial[path]):
         return "unknown"  # too large to hash (sandbox/file_hash.py): never taken for the task's file as it was
-    return "changed" if initial[path] != now.hash else None  # the task's own file, as it was: not the agent's
+    return "changed" if initial[path] != then else None  # the task's own file, as it was: not the agent's
+
+
+def written_paths(effects) -> frozenset[str]:
+    """Every path `effects` (trace_state.SegmentEffects) created, wrote, truncated, removed, renamed or chmod-ed."""
+    kinds = ("opened_for_write", "truncated", "created", "deleted", "dirs_created", "meta")
+    return frozenset().union(*(getattr(effects, k) for k in kinds), *(set(pair) for pair in effects.renamed))
 
 
 def is_under_any(rel: str, directories: tuple[str, ...]) -> bool:
@@ -221,7 +262,7 @@ def _kind(path: str, named: str, how: str, change, layout) -> str | None:
     """The rule `path` (reached as `named`) breaks, if the agent made it; `change()` is agent_change's answer."""
     name = os.path.basename(path)
     parts = path.split("/")
-    if name in ("conftest.py", "pytest.ini", "tox.ini") or any(part in RUNNER_PACKAGES for part in parts[:-1]):
+    if name in RUNNER_FILES or any(part in RUNNER_PACKAGES for part in parts[:-1]):
         return "runner_shadow"
     if name in ("pyproject.toml", "setup.cfg") and _mentions(path, layout, "pytest"):
         return "runner_shadow"

@@ -17,6 +17,7 @@ import math
 import os
 import posixpath
 import re
+import shutil
 import stat
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -131,6 +132,26 @@ def is_verifier_source(path: Path) -> bool:
             return fh.read(2) == b"#!"
     except OSError:
         return False
+
+
+def inspected_records(effects, agent_written: set[str], agent_processes: dict[int, str], workdir: str, output: str,
+                      provided: tuple[str, ...], verifier_files: list[Path]) -> tuple[list[dict], str]:
+    """(E_detail, E_source): from the trace (less what the harness `provided`: its tools, not the agent's work), or
+    where the trace shows nothing, from the verifier's sources ("static"); "none" when neither gives a record."""
+    detail = [d for d in inspection_set(effects, agent_written, agent_processes, workdir, output=output)
+              if not is_under(d["record"], provided)]
+    if detail:
+        return detail, "trace"
+    detail = static_inspection_set(verifier_files, workdir)
+    return detail, "static" if detail else "none"
+
+
+def install_verifier_files(task, tests_dir: Path) -> None:
+    """Copy the verifier's files under /tests (mounted in the verifier's mount namespace only)."""
+    for host_path, sandbox_path in task.verifier_files:
+        target = tests_dir / os.path.relpath(sandbox_path, "/tests")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(host_path, target)
 
 
 def static_inspection_set(verifier_files: list[Path], workdir: str = "/app") -> list[dict]:

@@ -75,7 +75,7 @@ class VerifierProcesses:
     the reward files that exist now; `script_killed`: the signal that ended the verifier's script, or None. The
     verifier's exit code is the harness's (None after its timeout, which is reported on its own)."""
 
-    def __init__(self, trace: Path, mark: str, exit_code: int | None, layout, initial: dict[str, str | None],
+    def __init__(self, trace: Path, mark: str, exit_code: int | None, layout, initial,
                  system_root: Path) -> None:
         self._layout, self._initial, self._system_root = layout, initial, system_root
         self._links: dict = {}
@@ -109,6 +109,8 @@ class VerifierProcesses:
         self._tainted, self._program, self._group = set(), {}, {}  # by process (thread-group leader)
         self._written: set[str] = set()        # reward files some process of the verifier wrote
         self._agent_written: set[str] = set()  # ... and those a process running agent code opened for writing
+        self.agent_code_wrote: set[str] = set()  # every file a process running agent code opened for writing or
+        #                                          moved into place: the agent's work, though a verifier's process did it
         self._script, self._script_execs, self._command_child = None, False, None
         # Lines of processes no clone has named yet wait here (parentage, in the module's docstring)
         self._known: set[int] = set()
@@ -209,6 +211,8 @@ class VerifierProcesses:
                 tainted.add(process)
         elif opened := _OPEN_RE.match(rest):
             writes = "O_WRONLY" in rest or "O_RDWR" in rest or rest.startswith("creat")
+            if writes and process in tainted:
+                self.agent_code_wrote.add(opened[1])
             if writes and opened[1] in REWARD_FILES:
                 self._wrote(opened[1], process)
             elif not writes and process not in tainted and self._taints(opened[1], program.get(process, "")):
@@ -218,6 +222,8 @@ class VerifierProcesses:
             if pairs:  # the destination is the last (dirfd, name) pair
                 directory, name = pairs[-1]
                 destination = os.path.normpath(os.path.join(directory or "/", name))
+                if process in tainted:
+                    self.agent_code_wrote.add(destination)
                 if destination in REWARD_FILES:
                     self._wrote(destination, process)
         elif rest.startswith(("+++ exited", "+++ killed")):  # not "superseded by execve": that pid lives on

@@ -105,10 +105,14 @@ def _seen_from(view: str, root: Path, name: str) -> Path:
 
 
 @lru_cache(maxsize=1024)
-def _writable_mounts(fs: Path, workdir: str) -> Mapping[str, Path]:
-    mounts = {"/tmp": fs / "tmp", "/root": fs / "home_root", "/home": fs / "home", "/run": fs / "run"}
+def _writable_mounts(fs: Path, workdir: str, view: str = "") -> Mapping[str, Path]:
+    base = fs / view if view else fs  # the verifier's own homes in its image view (judge_view.py)
+    mounts = {"/tmp": base / "tmp", "/root": base / "home_root", "/home": base / "home", "/run": base / "run"}
     if not is_under(workdir, HOME_MOUNTS):  # e.g. WORKDIR /home/builder: inside the /home mount
         mounts = {workdir: fs / "app", **mounts}
+    elif view:  # the agent's workdir, inside the verifier's own home: always the agent's directory
+        home = next(m for m in HOME_MOUNTS if is_under(workdir, (m,)))
+        mounts = {workdir: _writable_mounts(fs, workdir)[home] / os.path.relpath(workdir, home), **mounts}
     return MappingProxyType(mounts)
 
 
@@ -134,6 +138,8 @@ class SandboxLayout:
     agent_upper_unwalked: tuple[str, ...] = ()  # upper-layer directories that walk could not list: all below them
     #                                             counts as the agent's ("" for all of it)
     hashing: HashBudget = field(default_factory=HashBudget)  # what reading its files may still cost (file_hash)
+    view: str = ""                    # "": the agent's file system; "judge": the verifier's image view of it
+    #                                   (judge_view.py: the image's system and homes, the agent's workdir)
 
     def __post_init__(self) -> None:
         self.workdir = checked_workdir(self.workdir)
@@ -169,15 +175,23 @@ class SandboxLayout:
         """`path` (the harness's, as `fs` and `traces` give it) as the episode's namespaces name it."""
         return str(path).removeprefix(self.namespaces.view) if self.namespaces.view else str(path)
 
+    def _fs_part(self, name: str) -> Path:
+        return _seen_from(self.namespaces.view, self.root, f"fs/{self.view}/{name}" if self.view else f"fs/{name}")
+
     @property
     def rootfs(self) -> Path:
         """The sandbox's `/`: mount points and system symlinks owned by host root, new top-level entries the agent's."""
-        return _seen_from(self.namespaces.view, self.root, "fs/rootfs")
+        return self._fs_part("rootfs")
+
+    @property
+    def merged(self) -> Path:
+        """Where sandbox_init mounts the copy-on-write system directories (the verifier's view: a set of its own)."""
+        return self.root / (f"{self.view}-merged" if self.view else "merged")
 
     # Writable sandbox locations backed by host directories, so the harness can read what commands wrote.
     @property
     def writable(self) -> Mapping[str, Path]:
-        return _writable_mounts(self.fs, self.workdir)
+        return _writable_mounts(self.fs, self.workdir, self.view)
 
     @property
     def tests_dir(self) -> Path:      # mounted read-only at /tests in the verifier's mount namespace only
@@ -189,7 +203,7 @@ class SandboxLayout:
 
     @property
     def upper(self) -> Path:
-        return _seen_from(self.namespaces.view, self.root, "fs/upper")
+        return self._fs_part("upper")
 
     @property
     def traces(self) -> Path:
@@ -248,7 +262,7 @@ class SandboxLayout:
                 (self.fs / part / name).mkdir(parents=True, exist_ok=True)
         (self.fs / "tmp").chmod(0o1777)
         self.give_to_episode([*self.writable.values(), self.upper, self.fs / "work"])
-        self._prepare_rootfs()
+        self.prepare_rootfs()
         (self.root / "rc" / "bashrc").write_text(BASHRC)
 
     def give_to_episode(self, paths: list[Path]) -> None:
@@ -260,7 +274,7 @@ class SandboxLayout:
             for entry in TreeWalk(str(path)):  # the harness's and the task's trees; any depth
                 os.lchown(entry.path, self.uid, self.uid)
 
-    def _prepare_rootfs(self) -> None:
+    def prepare_rootfs(self) -> None:
         """`/` of the sandbox: root-owned mount points and symlinks in a sticky, world-writable directory, so that
         the agent can add top-level entries but can neither remove nor replace these (nor see /tests, /logs)."""
         self.rootfs.mkdir(exist_ok=True)
@@ -327,11 +341,11 @@ def _bwrap_mounts(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
         for name in sorted(set(os.listdir(layout.rootfs)) - harness_entries(layout)):
             argv += ["--bind", layout.inside(layout.rootfs / name), f"/{name}"]
     for name in layout.cow_dirs:
-        argv += ["--bind", str(layout.root / "merged" / name), f"/{name}"]
+        argv += ["--bind", str(layout.merged / name), f"/{name}"]
     argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
              "--perms", "1777", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]
-    for sandbox_dir, host_dir in layout.writable.items():
-        argv += ["--bind", layout.inside(host_dir), sandbox_dir]
+    for sandbox_dir, host_dir in sorted(layout.writable.items(), key=lambda mount: mount[0].count("/")):
+        argv += ["--bind", layout.inside(host_dir), sandbox_dir]  # a workdir inside a home after that home
     argv += ["--ro-bind", str(layout.root / "rc"), "/.depgpo"]
     for host_dir, sandbox_dir in layout.extra_binds:
         argv += ["--ro-bind", host_dir, sandbox_dir]

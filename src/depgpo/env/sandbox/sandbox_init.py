@@ -21,20 +21,26 @@ def main() -> None:
     cow_dirs, inner = rest[:split], rest[split + 1:]
     system, ns_fd = system.rstrip("/"), None
     for name in cow_dirs:
-        lower, merged = f"{root}/lower/{name}", f"{root}/merged/{name}"
-        upper, work = f"{fs}/upper/{name}", f"{fs}/work/{name}"
+        lower = f"{root}/lower/{name}"
+        # The agent's overlay, and the verifier's own over the same lower where judge_view.prepare_view made its
+        # mount point (its image view: an empty upper layer of its own).
+        views = [(f"{root}/merged/{name}", f"{fs}/upper/{name}", f"{fs}/work/{name}")]
+        if os.path.isdir(f"{root}/judge-merged/{name}"):
+            views.append((f"{root}/judge-merged/{name}", f"{fs}/judge/upper/{name}", f"{fs}/judge/work/{name}"))
         if lower_kind == "read-only":  # rootless on the host's root (privilege.Privilege.system_dirs)
-            readonly_rbind(f"{system}/{name}", merged)
+            for merged, _, _ in views:
+                readonly_rbind(f"{system}/{name}", merged)
             continue
         if lower_kind == "idmapped":  # root: host 0 appears as the episode uid, which may then copy it up
             ns_fd = userns_fd(int(uid)) if ns_fd is None else ns_fd  # one idmap serves every lower
             idmapped_bind(f"{system}/{name}", lower, ns_fd)  # the host's /usr, or an unpacked image's
         else:  # rootless in an image the user unpacked: its files are root's inside already
             lower = f"{system}/{name}"
-        try:
-            mount("overlay", merged, "overlay", f"lowerdir={lower},upperdir={upper},workdir={work}")
-        except OSError as e:
-            sys.exit(f"depgpo sandbox: overlay mount of /{name} failed ({e})")
+        for merged, upper, work in views:
+            try:
+                mount("overlay", merged, "overlay", f"lowerdir={lower},upperdir={upper},workdir={work}")
+            except OSError as e:
+                sys.exit(f"depgpo sandbox: overlay mount of {merged} failed ({e})")
     if ns_fd is not None:
         os.close(ns_fd)
     # strace's own messages ("Exit of unknown pid") must not reach the agent's terminal.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from depgpo.env.images.backend import SystemRoot, image_dir, image_top_level
 from depgpo.env.sandbox.layout import SandboxLayout, harness_entries
+from depgpo.trajectory.scope import is_under
 
 
 def seed_files(layout: SandboxLayout, system: SystemRoot, task) -> list[str]:
@@ -20,7 +21,8 @@ def seed_files(layout: SandboxLayout, system: SystemRoot, task) -> list[str]:
     errors = []
     image_dirs = [] if system.is_host else [
         (image_dir(system, sandbox_dir), host_dir) for sandbox_dir, host_dir in layout.writable.items()
-        if sandbox_dir not in ("/logs", "/tmp")]  # /tmp starts empty, as the harness's own mount (docs/sandbox.md)
+        if sandbox_dir not in ("/logs", "/tmp")  # /tmp starts empty, as the harness's own mount (docs/sandbox.md)
+        and not (layout.view and sandbox_dir == layout.workdir)]  # the verifier's view: its workdir is the agent's
     for source, host_dir in image_dirs:
         if source is not None:
             shutil.copytree(source, host_dir, dirs_exist_ok=True, symlinks=True)
@@ -38,6 +40,8 @@ def seed_files(layout: SandboxLayout, system: SystemRoot, task) -> list[str]:
             shutil.copy2(source, target, follow_symlinks=False)
         owned.append(target)
     for host_path, sandbox_path in (task.app_files if system.is_host else []):
+        if layout.view and is_under(sandbox_path, (layout.workdir,)):
+            continue  # the verifier's view: its workdir is the agent's
         target = layout.host_path(sandbox_path)
         if target is None:
             errors.append(f"cannot seed {sandbox_path}: outside the writable locations of the sandbox")

@@ -15,8 +15,8 @@ Attribution (docs/sandbox.md#layout):
   read while answering the verifier end up in E.
 - Paths are absolute and normalised. Relative paths are resolved against the calling process's cwd, which every
   `AT_FDCWD</cwd>` decoration restates and chdir/fchdir/fork keep up to date; `*at` dirfds are resolved from their
-  `-y` decoration. Opened files are named by the decoration of the returned fd (symlinks resolved); paths taken only
-  as arguments (stat, unlink, rename, mkdir) are not canonicalised.
+  `-y` decoration. Opened files are named by the decoration of the returned fd (symlinks resolved; the name as
+  opened goes to `opened_as`); paths taken only as arguments (stat, unlink, rename, mkdir) are not canonicalised.
 - A failed syscall is no effect, except failed lookups (ENOENT, ENOTDIR: `missing`) and EINPROGRESS or refused
   connects (a probe of a closed port looked at it). Calls on an open fd (fstat) are not recorded: the open was.
 - Files a segment certainly created (O_EXCL, mkdir, or a path last seen absent) and removed again in the same segment
@@ -365,9 +365,10 @@ class TraceParser:
                     self._record(proc, seg, effect, path)
 
     def _open(self, proc: TracedProcess, seg: Segment, path: str, flags: str, result: str) -> None:
-        returned = FD_RESULT.match(result)
+        returned, named = FD_RESULT.match(result), path
         if returned is not None and returned[1].startswith("/"):  # the opened file, symlinks resolved
             path = decoration(returned[1])
+            self._record(proc, seg, "opened_as", named) if path != named and self._keep(named) else None
         if "O_TMPFILE" in flags or not self._keep(path):  # an O_TMPFILE file has no name until linkat
             return
         was_absent = path in self._absent

@@ -21,7 +21,9 @@ PATH_KINDS = ("reads", "stats", "missing", "listed", "executed", "opened_for_wri
 # Kept in the order events came, not folded with the temp-file rule: what a later event of the segment saw.
 ORDER_KINDS = ("replaced_before_read",)
 CONTENT_READ_KINDS = ("reads", "executed", "listed")  # a file's content or a directory's entries seen
-RECORD_KINDS = PATH_KINDS + ("ports_bound", "ports_connected") + ORDER_KINDS
+# The name a file was opened by where it resolved to another (a symlink on the way): what the judge's rules read.
+NAME_KINDS = ("opened_as",)
+RECORD_KINDS = PATH_KINDS + ("ports_bound", "ports_connected") + ORDER_KINDS + NAME_KINDS
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class SegmentEffects:
     # Records (paths, ports) that the segment's own processes read only after they had replaced them whole (a
     # heredoc written, then printed or run): what they read was the segment's own (trace_order)
     reads_after_write: set[str] = field(default_factory=set)
+    opened_as: set[str] = field(default_factory=set)  # NAME_KINDS: /app/conftest.py of an open that found /tmp/x
     ports_bound: set[str] = field(default_factory=set)  # by this segment's processes, whenever the bind happened
     ports_connected: set[str] = field(default_factory=set)
     spawned: list[ProcInfo] = field(default_factory=list)  # started here, alive when the segment ended
