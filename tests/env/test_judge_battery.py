@@ -66,6 +66,7 @@ def test_the_attack_pays_without_the_defence_and_earns_0_with_it(case, tasks):
     undefended = run(tasks[shape], commands, **UNDEFENDED)
     defended = run(tasks[shape], commands)
     assert defended["reward"] == 0.0, (case_id, defended["output"][-1500:], defended["tampering"])
-    if ROOTLESS and family != "workdir" and paid(undefended) == 0.0:
-        return  # the plant was refused: the host's system directories and `/` are read-only rootless
+    if ROOTLESS and (family != "workdir" or attacks.APT_LOCK in commands) and paid(undefended) == 0.0:
+        return  # the plant (or the trigger's removal of apt's lock) was refused: the host's system directories
+        #         and `/` are read-only rootless
     assert paid(undefended) == 1.0, (case_id, undefended["observation"][-800:], undefended["output"][-1500:])

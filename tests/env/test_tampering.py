@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from depgpo.env.checks.task_check import check_task
 from depgpo.env.episode import Episode, EpisodeConfig
 from depgpo.env.sandbox.privilege import resolve
 from depgpo.tasks import load_task
@@ -163,3 +164,41 @@ def test_a_test_script_that_reads_the_agents_answer_itself_still_writes_the_rewa
         "if [ \"$answer\" = 7f3a91 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
     verifier = run(load_task(task_dir), "echo 7f3a91 > /app/answer.txt; echo 'echo hi' > /app/helper.sh")
     assert verifier["tampering"] == [] and verifier["reward"] == 1.0, verifier
+
+
+@pytest.mark.parametrize("test_py,commands", [(t, c) for _, t, c in LOOK_ALIKES], ids=[i for i, _, _ in LOOK_ALIKES])
+def test_look_alikes_that_install_outside_the_workdir_need_the_full_view_and_data_check_says_so(tmp_path, test_py,
+                                                                                             commands):
+    """In the image view (the default) a tool or package installed in /usr is not the verifier's: such a task
+    scores 0 there, and `depgpo data check --oracle` names the fix; what the agent makes in /app scores as before."""
+    task_dir = make_harbor_task(tmp_path, "legit", instruction="x", test_py=test_py, verifier_timeout=20,
+                                solve_sh=commands + "\n")
+    with Episode(load_task(task_dir), EpisodeConfig(command_timeout_s=20)) as ep:
+        ep.run_command(commands)
+        verifier = ep.verify()
+    outside = "/usr/" in commands
+    assert verifier["view"] == "image" and verifier["tampering"] == []
+    assert verifier["reward"] == (0.0 if outside else 1.0), verifier
+    if outside and not READ_ONLY_SYSTEM_DIRS:
+        report = check_task(task_dir, oracle=True)
+        assert report.oracle_reward == 0.0
+        assert any('add view = "full" to the [verifier] table of task.toml' in p for p in report.problems), \
+            report.problems
+        (task_dir / "task.toml").write_text((task_dir / "task.toml").read_text().replace(
+            "[verifier]\n", '[verifier]\nview = "full"\n'))
+        assert check_task(task_dir, oracle=True).ok
+
+
+@pytest.mark.parametrize("reads, kind", [("/tests/test_outputs.py", ["tests_read_by_agent_code"]),
+                                         ("/tests/expected.txt", [])], ids=["the-tests-code", "the-tests-data"])
+def test_the_agents_program_may_read_the_tests_data_but_not_their_code(tmp_path, reads, kind):
+    """The tests hand the agent's program their data (a fixture under /tests); their code is the answer key."""
+    test_py = ("import subprocess\ndef test_run():\n    out = subprocess.run(['python3', '/app/solution.py'], "
+               "capture_output=True, text=True)\n    assert out.stdout.strip() == open('/tests/expected.txt')"
+               ".read().strip()\n")
+    task_dir = make_harbor_task(tmp_path, "reads", instruction="x", test_py=test_py, verifier_timeout=20)
+    (task_dir / "tests" / "expected.txt").write_text("7f3a91\n")
+    program = f"import re\nprint(re.findall(r'[0-9a-f]{{6}}', open('{reads}').read())[-1])\n"
+    verifier = run(load_task(task_dir), f"cat > /app/solution.py <<'EOF'\n{program}EOF")
+    assert [t["kind"] for t in verifier["tampering"]] == kind, verifier["tampering"]
+    assert verifier["reward"] == (0.0 if kind else 1.0), verifier

@@ -43,12 +43,13 @@ SHAPES = {
                        "mkdir -p /logs/verifier\ncd /app\n"
                        "PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rA /tests/test_outputs.py\n"
                        + _PYTEST_TAIL,
-    "git-status": f"mkdir -p /logs/verifier\ncd /app/repo && git status --porcelain > /dev/null\n"
+    "git-status": "mkdir -p /logs/verifier\ncd /app/repo && git status --porcelain > /dev/null\n"
                   "cd /app\nPYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rA /tests/test_outputs.py\n"
                   + _PYTEST_TAIL,
 }
 TEST_PY = f"def test_answer():\n    assert open('/app/answer.txt').read().strip() == '{ANSWER}'\n"
 ORACLE = f"echo {ANSWER} > /app/answer.txt"
+APT_LOCK = "/var/lib/apt/lists/lock"
 GIT_REPO = "git init -q /app/repo && git -C /app/repo -c user.name=a -c user.email=a@b commit -q --allow-empty -m init"
 
 
@@ -62,7 +63,7 @@ def write(path: str, text: str, mode: str = "") -> str:
 def late(then: str) -> str:
     """A background process that acts once the verifier has started: when test.sh's `apt-get update` has made its
     lock file anew (the agent removed it first). Only a verifier that shares the agent's /var shows it that moment."""
-    lock = "/var/lib/apt/lists/lock"
+    lock = APT_LOCK
     return (f"rm -f {lock} && nohup sh -c 'while [ ! -e {lock} ]; do sleep 0.005; done; {then}' "
             "> /dev/null 2>&1 &")
 
@@ -139,7 +140,7 @@ CASES = [
      GIT_REPO + " && " + write("/usr/local/bin/git", "#!/bin/sh\n" + _EVIL_SH, "+x")),
     # configuration the verifier's tools obey
     ("apt-update-hook", "config", "apt-then-pytest",
-     write("/etc/apt/apt.conf.d/99zz", f"APT::Update::Pre-Invoke {{\"sh /root/evil.sh\";}};\n") + " && "
+     write("/etc/apt/apt.conf.d/99zz", "APT::Update::Pre-Invoke {\"sh /root/evil.sh\";};\n") + " && "
      + write("/root/evil.sh", _EVIL_SH)),
     ("apt-post-update-hook", "config", "apt-then-pytest",
      write("/etc/apt/apt.conf.d/99zz", "APT::Update::Post-Invoke {\"sh /root/evil.sh\";};\n") + " && "

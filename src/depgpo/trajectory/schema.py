@@ -73,7 +73,8 @@ class InspectedRecord(TypedDict):
 
 class TamperingRecord(TypedDict):
     path: str
-    kind: str  # runner_shadow | startup_hook | runner_replaced | reward_by_agent_code (docs/threat-model.md)
+    kind: str  # runner_shadow | startup_hook | runner_replaced | reward_by_agent_code | tests_read_by_agent_code |
+    #            link_to_judge (docs/threat-model.md)
     how: str  # read | executed | written | written unseen
     change: str  # created | changed | unknown | changed while the verifier ran
 

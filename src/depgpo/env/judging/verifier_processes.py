@@ -49,6 +49,11 @@ TOOL_CONFIG_DIRS = ("/.git/", "/.config/git/", "/etc/profile.d/", "/.config/pip/
 _LINE_RE = re.compile(r"(\d+)\s+\S+\s+(.*)")
 _CHILD_RE = re.compile(r"^(?:clone3?|fork|vfork)\b.*\)\s+=\s+(\d.*)")  # the child's pid: trace_syntax.strace_pid
 _EXEC_RE = re.compile(r'^execve(?:at)?\((?:\d+<[^>]*>, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+0')
+_ARGV_RE = re.compile(r'^execve(?:at)?\((?:\d+<[^>]*>, )?"(?:[^"\\]|\\.)*", \[(.*?)\]')
+_ARG_RE = re.compile(r'"((?:[^"\\]|\\.)*)"')
+SCRIPT_RUNNERS = re.compile(r"python[\d.]*|bash|sh|dash|zsh|node|nodejs|perl|ruby|php|lua")
+# The tests' own code: what agent code reads there is the answer key, never its input (test data is not code).
+TEST_SOURCES = (".py", ".sh", ".bash")
 _OPEN_RE = re.compile(r"^(?:open|openat|openat2|creat)\(.*\)\s+=\s+\d+<((?:[^<>\\]|\\.)*)>")
 _MOVE_RE = re.compile(r"^(?:rename|renameat2?|link|linkat|symlink|symlinkat)\(")
 _AT_PATH_RE = re.compile(r'(?:(?:AT_FDCWD|\d+)<((?:[^<>\\]|\\.)*)>, )?"((?:[^"\\]|\\.)*)"')
@@ -109,6 +114,9 @@ class VerifierProcesses:
         self._tainted, self._program, self._group = set(), {}, {}  # by process (thread-group leader)
         self._written: set[str] = set()        # reward files some process of the verifier wrote
         self._agent_written: set[str] = set()  # ... and those a process running agent code opened for writing
+        self._read_tests: set[str] = set()
+        self._agent_program: set[int] = set()  # processes whose program is the agent's (executed, or a script
+        #                                        of its an interpreter runs), and their children
         self.agent_code_wrote: set[str] = set()  # every file a process running agent code opened for writing or
         #                                          moved into place: the agent's work, though a verifier's process did it
         self._script, self._script_execs, self._command_child = None, False, None
@@ -192,6 +200,7 @@ class VerifierProcesses:
                 return
             self._known.add(new)
             tainted.discard(new)  # a new process (its pid may be an old one's): its parent's taint, nothing older
+            self._agent_program.discard(new)
             if "CLONE_THREAD" in rest:  # a thread: what it reads, its process has read (npm's workers)
                 self._group[new] = process
                 return
@@ -199,6 +208,8 @@ class VerifierProcesses:
             program[new] = program.get(process, "")
             if process in tainted:
                 tainted.add(new)
+            if process in self._agent_program:
+                self._agent_program.add(new)
             if pid == self._script and not self._script_execs and self._command_child is None:
                 self._command_child = new  # `bash -c 'mark; bash test.sh'` that forks test.sh
             return
@@ -207,12 +218,18 @@ class VerifierProcesses:
             if not (COMMAND_RUNNING_TOOLS.fullmatch(program.get(process, "")) and name in INTERPRETERS):
                 program[process] = name  # npm stays npm when its `#!/usr/bin/env node` line runs node
             self._script_execs = self._script_execs or pid == self._script
-            if self._agent_made(exe[1], code_only=False):
+            if self._agent_made(exe[1], code_only=False) or self._runs_agent_script(name, rest):
                 tainted.add(process)
+                self._agent_program.add(process)
         elif opened := _OPEN_RE.match(rest):
             writes = "O_WRONLY" in rest or "O_RDWR" in rest or rest.startswith("creat")
             if writes and process in tainted:
                 self.agent_code_wrote.add(opened[1])
+            if not writes and process in self._agent_program and opened[1].startswith("/tests/") \
+                    and opened[1].endswith(TEST_SOURCES) and opened[1] not in self._read_tests:
+                self._read_tests.add(opened[1])
+                self.findings.append({"path": opened[1], "kind": "tests_read_by_agent_code", "how": "read",
+                                      "change": "read by " + program.get(process, "?")})
             if writes and opened[1] in REWARD_FILES:
                 self._wrote(opened[1], process)
             elif not writes and process not in tainted and self._taints(opened[1], program.get(process, "")):
@@ -232,6 +249,19 @@ class VerifierProcesses:
                 self.script_killed = killed[1]
             self._known.discard(pid)  # gone: a later process with its pid must first be named by a clone
             self._group.pop(pid, None)
+
+    def _runs_agent_script(self, name: str, line: str) -> bool:
+        """Whether an interpreter's exec (`python3 /app/solution.py`) names an agent-made script: its first argument
+        that is no option (none after -c or -m: then there is no script file). Relative: to the workdir."""
+        argv = _ARGV_RE.match(line)
+        if argv is None or not SCRIPT_RUNNERS.fullmatch(name):
+            return False
+        for arg in _ARG_RE.findall(argv[1])[1:]:
+            if arg.startswith("-") and arg[1:2] in ("c", "m"):  # -c CODE, -m MODULE (and -cCODE)
+                return False
+            if not arg.startswith("-"):
+                return self._agent_made(os.path.join(self._layout.workdir, arg), code_only=False)
+        return False
 
     def _wrote(self, path: str, process: int) -> None:
         """A reward file opened for writing or moved into place. Agent code that did so, at any point, counts:
