@@ -40,8 +40,8 @@ def judge_layout(layout: SandboxLayout, view: str) -> SandboxLayout:
 
 def agent_visible(layout: SandboxLayout, path: str) -> bool:
     """Whether what the verifier finds at `path` can be the agent's: anywhere in the full view, else only in the
-    workdir."""
-    return not layout.view or is_under(path, (layout.workdir,))
+    workdir (or the top-level directory around a deeper one: SandboxLayout.agent_area)."""
+    return not layout.view or is_under(path, (layout.agent_area,))
 
 
 def prepare_view(layout: SandboxLayout) -> None:

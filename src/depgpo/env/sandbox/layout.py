@@ -184,6 +184,16 @@ class SandboxLayout:
         return self._fs_part("rootfs")
 
     @property
+    def agent_rootfs(self) -> Path:
+        return _seen_from(self.namespaces.view, self.root, "fs/rootfs")
+
+    @property
+    def agent_area(self) -> str:
+        """Where the agent's work is: its workdir, or the top-level directory around a deeper one (the /app of
+        WORKDIR /app/project holds the task's files beside it). All the verifier's image view shows of the agent."""
+        return f"/{self.workdir_top}" if self.workdir_top else self.workdir
+
+    @property
     def merged(self) -> Path:
         """Where sandbox_init mounts the copy-on-write system directories (the verifier's view: a set of its own)."""
         return self.root / (f"{self.view}-merged" if self.view else "merged")
@@ -236,6 +246,8 @@ class SandboxLayout:
             if sandbox_path == mount or sandbox_path.startswith(mount.rstrip("/") + "/"):
                 return host, os.path.relpath(sandbox_path, mount)
         top = sandbox_path.strip("/").split("/", 1)[0]
+        if self.view and top == self.workdir_top:  # the verifier's view: the agent's /app around /app/project
+            return self.agent_rootfs, sandbox_path.lstrip("/")
         if top in self.cow_dirs:
             return self.upper, sandbox_path.lstrip("/")
         if not top or f"/{top}" in RESERVED_DIRS or top in TOP_LEVEL_SYSTEM_DIRS:
@@ -340,6 +352,8 @@ def _bwrap_mounts(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
     if layout.privilege.root_bind == "--ro-bind":  # the task's own top-level entries (an image's /data) stay writable
         for name in sorted(set(os.listdir(layout.rootfs)) - harness_entries(layout)):
             argv += ["--bind", layout.inside(layout.rootfs / name), f"/{name}"]
+    if layout.view and layout.workdir_top:  # the verifier's view: the agent's own /app around /app/project
+        argv += ["--bind", layout.inside(layout.agent_rootfs / layout.workdir_top), f"/{layout.workdir_top}"]
     for name in layout.cow_dirs:
         argv += ["--bind", str(layout.merged / name), f"/{name}"]
     argv += ["--bind", "/proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",

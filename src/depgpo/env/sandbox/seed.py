@@ -26,11 +26,13 @@ def seed_files(layout: SandboxLayout, system: SystemRoot, task) -> list[str]:
     for source, host_dir in image_dirs:
         if source is not None:
             shutil.copytree(source, host_dir, dirs_exist_ok=True, symlinks=True)
-    owned = [host for _, host in layout.writable.items()]
-    if layout.workdir_top:  # /app of WORKDIR /app/project: the task's, as in its container (root's there)
+    owned = [host for inside, host in layout.writable.items() if not (layout.view and inside == layout.workdir)]
+    if layout.workdir_top and not layout.view:  # /app of WORKDIR /app/project: the task's, as in its container
         owned.append(layout.rootfs / layout.workdir_top)
     for source in [] if system.is_host else image_top_level(system, harness_entries(layout)):
         target = layout.rootfs / source.name  # the image's /data, /srv/x: entries of the sandbox's /
+        if layout.view and source.name == layout.workdir_top:
+            continue  # the verifier's view: the agent's own, bound there
         if source.name == layout.workdir_top:
             # Around the workdir's mount point (made by prepare): the workdir itself was seeded into its mount above.
             shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, ignore=_the_workdir(system, layout))
@@ -40,7 +42,7 @@ def seed_files(layout: SandboxLayout, system: SystemRoot, task) -> list[str]:
             shutil.copy2(source, target, follow_symlinks=False)
         owned.append(target)
     for host_path, sandbox_path in (task.app_files if system.is_host else []):
-        if layout.view and is_under(sandbox_path, (layout.workdir,)):
+        if layout.view and is_under(sandbox_path, (layout.agent_area,)):
             continue  # the verifier's view: its workdir is the agent's
         target = layout.host_path(sandbox_path)
         if target is None:

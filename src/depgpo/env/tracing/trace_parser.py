@@ -368,7 +368,7 @@ class TraceParser:
         returned, named = FD_RESULT.match(result), path
         if returned is not None and returned[1].startswith("/"):  # the opened file, symlinks resolved
             path = decoration(returned[1])
-            self._record(proc, seg, "opened_as", named) if path != named and self._keep(named) else None
+            if path != named and self._keep(named): self._record(proc, seg, "opened_as", named)  # noqa: E701
         if "O_TMPFILE" in flags or not self._keep(path):  # an O_TMPFILE file has no name until linkat
             return
         was_absent = path in self._absent
