@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from depgpo.env.episode import Episode, EpisodeConfig, HarnessFailure
-from depgpo.env.sandbox.layout import SandboxLimits
-from depgpo.env.sandbox.privilege import UidLease, owned_private_dir, resolve
+from depgpo.env.sandbox.layout import SandboxLimits, sweep_leftovers
+from depgpo.env.sandbox.privilege import UidLease, cgroup_group, owned_private_dir, resolve
 from depgpo.tasks import load_task
 from tests.helpers.harbor_builder import make_harbor_task
 
@@ -184,6 +184,24 @@ def test_leftovers_of_a_killed_harness_are_swept_at_the_next_start(task):
         assert not left.exists()
     assert list(work_root.iterdir()) == []
     work_root.rmdir()
+
+
+def test_a_harness_with_another_work_root_sweeps_none_of_this_ones_cgroups(task):
+    """Every episode's start sweeps the cgroups of dead episodes; before 2026-12-07 it judged by its own work root
+    only, so a harness with another one (a test's temporary root beside a benchmark's) removed the verifier's empty
+    cgroups of live episodes, whose verifier then failed to enter them ("Exception occurred in preexec_fn")."""
+    other = Path(tempfile.mkdtemp(prefix="depgpo-other-"))
+    other.chmod(0o711)
+    try:
+        with episode(task) as ep:
+            ep.run_command("echo 1 > /app/ok")
+            sweep_leftovers(other)  # what an episode started under `other` does first
+            verifier = ep.verify()
+            dirs = ep._verifier_cgroups.dirs
+        assert verifier["reward"] == 1.0 and verifier["error"] is None, verifier
+        assert all(other.name not in str(d) and cgroup_group(ep.layout.root.parent) in str(d) for d in dirs)
+    finally:
+        other.rmdir()
 
 
 def test_planted_lease_and_work_directories_are_refused(tmp_path):

@@ -154,8 +154,8 @@ class Episode:
         if self.judge is not self.layout:  # its own homes, seeded as the agent's were
             prepare_view(self.judge)
             self.errors += seed_files(self.judge, self.system, self.task)
-        self._cgroups = self.privilege.cgroups(root.name, limits)
-        self._verifier_cgroups = self.privilege.cgroups(root.name + VERIFIER_CGROUPS, limits)  # a budget of its own
+        self._cgroups = self.privilege.cgroups(root, limits)
+        self._verifier_cgroups = self.privilege.cgroups(root, limits, VERIFIER_CGROUPS)  # a budget of its own
         self._start_shell()
         self._walk = StatWalk(self.layout)
         self._walk.changes()

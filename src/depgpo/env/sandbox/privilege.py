@@ -25,6 +25,7 @@ root buys and an ordinary user (a Slurm job) cannot have is replaced here, or st
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import signal
@@ -153,9 +154,11 @@ class Privilege:
         """Whether the episode's memory is limited by a cgroup the harness creates (else rlimits per process)."""
         return not self.rootless and os.access("/sys/fs/cgroup/memory", os.W_OK)
 
-    def cgroups(self, name: str, limits) -> "EpisodeCgroups":
-        """Root: cgroup v1 memory and pids limits the harness creates, where the host lets it. Rootless: none (a
-        Slurm job's cgroup is the job's; the episode has its rlimits, see docs/sandbox.md#privilege)."""
+    def cgroups(self, episode_dir: Path, limits, suffix: str = "") -> "EpisodeCgroups":
+        """Root: cgroup v1 memory and pids limits the harness creates, where the host lets it, named after the
+        episode's directory within its work root's group (cgroup_group). Rootless: none (a Slurm job's cgroup is the
+        job's; the episode has its rlimits, see docs/sandbox.md#privilege)."""
+        name = f"{cgroup_group(episode_dir.parent)}/{episode_dir.name}{suffix}"
         return EpisodeCgroups(name, limits, enabled=not self.rootless)
 
     # ------------------------------------------------------------------ the end of an episode
@@ -398,10 +401,17 @@ class EpisodeCgroups:
                 pass  # still has processes for a moment after the kill; the next episode of this name reuses it
 
 
+def cgroup_group(work_root: Path) -> str:
+    """The cgroups of one work root's episodes live together: a sweep (below) may only judge its own. Harnesses with
+    other work roots run beside it (a test's temporary one beside a benchmark's): before 2026-12-07 each swept the
+    others' empty cgroups, the verifier's among them until it starts, which then failed to enter its own."""
+    return "w-" + hashlib.sha256(str(work_root.resolve()).encode()).hexdigest()[:12]
+
+
 def sweep_cgroups(work_root: Path) -> None:
-    """Root: remove the cgroups of episodes whose directory is gone (their harness was killed)."""
+    """Root: remove the cgroups of this work root's episodes whose directory is gone (their harness was killed)."""
     for controller in ("memory", "pids"):
-        base = CGROUP_V1 / controller / "depgpo"
+        base = CGROUP_V1 / controller / "depgpo" / cgroup_group(work_root)
         if base.is_dir() and os.access(base, os.W_OK):
             for d in base.iterdir():
                 if d.is_dir() and not (work_root / d.name.removesuffix(VERIFIER_CGROUPS)).exists():
