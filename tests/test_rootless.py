@@ -28,7 +28,7 @@ SUITES = {
     "forgery": ["tests/env/test_reward_forgery.py", "-k",
                 "not test_forgery_run_episode_cli and not test_forgery_rollout"],
     "tampering": ["tests/env/test_tampering.py", "tests/env/test_verifier_tool_attacks.py"],
-    "judge": ["tests/env/test_judge_battery.py"],
+    "judge": ["tests/env/test_judge_battery.py", "tests/env/test_judge_held_out.py"],
     "robustness": ["tests/env/test_harness_robustness.py"],
     "image": ["tests/env/test_image_backend.py", "tests/env/test_image_tree.py"],
 }

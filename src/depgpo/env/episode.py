@@ -32,9 +32,9 @@ from depgpo.env.judging.verdict import verdict
 from depgpo.env.judging.verifier import compute_reward, inspected_records, install_verifier_files, read_verifier_file
 from depgpo.env.judging.verifier_processes import VerifierProcesses
 from depgpo.env.sandbox.cpu_slots import Placement
-from depgpo.env.sandbox.judge_view import agent_visible, checked_view, judge_layout, prepare_view
 from depgpo.env.sandbox.file_hash import HashBudget, is_unhashed, unhashed_notes
 from depgpo.env.sandbox.filestate import StatWalk, lines_written, read_version
+from depgpo.env.sandbox.judge_view import agent_visible, checked_view, judge_layout, prepare_view
 from depgpo.env.sandbox.layout import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimits, launcher_argv,
     leave_session_keyring, remove_layout, sweep_leftovers)
 from depgpo.env.sandbox.privilege import VERIFIER_CGROUPS, owned_private_dir, resolve
@@ -399,7 +399,8 @@ class Episode:
         self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
         own = run.effects  # all of it for tampering; for E, less its tools' start-up reads (judging/startup_reads.py)
         agent_during = self.parser.summary("verifier")  # agent processes' events while it ran: always the agent's
-        effects = merged_effects(agent_during, run.inspected(lambda p: self._keep_path(p) and agent_visible(self.judge, p)))
+        seen = run.inspected(lambda p: self._keep_path(p) and agent_visible(self.judge, p))  # of the agent's work
+        effects = merged_effects(agent_during, seen)
         provided = tuple(inside for _, inside in self.judge.verifier_binds)  # the harness's tools, not agent work
         E_detail, E_source = inspected_records(effects, self._agent_written, self._process_names, self.layout.workdir,
                                                run.output, provided, [host for host, _ in self.task.verifier_files])
@@ -417,8 +418,8 @@ class Episode:
             "E": [d["record"] for d in E_detail], "E_detail": E_detail, "E_source": E_source,
             "reward": value, "reward_source": source, "tests": reward.tests, "tampering": tampering,
             "exit_code": run.exit_code, "output": truncate_observation(run.output),
-            "duration_s": round(time.monotonic() - t0, 4), "error": error, "view": "image" if self.judge.view else "full",
-        }
+            "duration_s": round(time.monotonic() - t0, 4), "error": error,
+            "view": "image" if self.judge.view else "full"}
         if source == "tampering":
             self.verifier["reward_before_tampering"] = reward.value
         self.timings["verifier_s"] = time.monotonic() - t0

@@ -117,8 +117,8 @@ class VerifierProcesses:
         self._read_tests: set[str] = set()
         self._agent_program: set[int] = set()  # processes whose program is the agent's (executed, or a script
         #                                        of its an interpreter runs), and their children
-        self.agent_code_wrote: set[str] = set()  # every file a process running agent code opened for writing or
-        #                                          moved into place: the agent's work, though a verifier's process did it
+        self.agent_code_wrote: set[str] = set()  # every file a process running agent code opened for writing
+        #                                          or moved into place: the agent's work, though the verifier's
         self._script, self._script_execs, self._command_child = None, False, None
         # Lines of processes no clone has named yet wait here (parentage, in the module's docstring)
         self._known: set[int] = set()
