@@ -43,8 +43,8 @@ from typing import Mapping
 
 from depgpo.env.judging.module_shadow import module_file, shadowed_name
 from depgpo.env.sandbox.file_hash import is_unhashed
-from depgpo.env.sandbox.judge_view import agent_visible
 from depgpo.env.sandbox.filestate import file_size, is_whiteout, lstat_beneath, read_text, read_version
+from depgpo.env.sandbox.judge_view import agent_visible
 
 TAMPERING_POLICIES = ("zero", "keep")  # agent.environment.tampering: reward 0 with the reason, or record only
 RUNNER_PROGRAMS = frozenset({"bash", "sh", "dash", "env", "timeout", "pytest", "py.test", "uv", "uvx", "pip",

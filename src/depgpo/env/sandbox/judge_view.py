@@ -20,6 +20,7 @@ from dataclasses import replace
 from depgpo.env.sandbox.layout import SandboxLayout
 from depgpo.tasks.task import VERIFIER_VIEWS as VIEWS
 from depgpo.trajectory.scope import is_under
+
 JUDGE = "judge"  # the view's directories: fs/judge/... and judge-merged/ beside the agent's
 
 
@@ -50,13 +51,13 @@ def prepare_view(layout: SandboxLayout) -> None:
     for name in layout.cow_dirs:
         (layout.merged / name).mkdir(parents=True, exist_ok=True)
         for part in ("upper", "work"):
-            (layout.fs / JUDGE / part / name).mkdir(parents=True, exist_ok=True)
+            (layout._fs_part(part) / name).mkdir(parents=True, exist_ok=True)
     homes = [host for inside, host in layout.writable.items() if inside != layout.workdir]
     for home in homes:
         home.mkdir(parents=True, exist_ok=True)
-    (layout.fs / JUDGE / "tmp").chmod(0o1777)
+    (layout._fs_part("tmp")).chmod(0o1777)
     for inside, host in layout.writable.items():  # a workdir inside a home: its mount point in the view's home
-        if inside != layout.workdir and is_under(layout.workdir, (inside,)) and layout.workdir != inside:
+        if inside != layout.workdir and is_under(layout.workdir, (inside,)):
             (host / layout.workdir[len(inside):].lstrip("/")).mkdir(parents=True, exist_ok=True)
-    layout.give_to_episode([*homes, layout.upper, layout.fs / JUDGE / "work"])
+    layout.give_to_episode([*homes, layout.upper, layout._fs_part("work")])
     layout.prepare_rootfs()
