@@ -10,7 +10,6 @@ pinned to one CPU (what the episode runner recommends) and unpinned.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -45,8 +44,7 @@ def run_once(traced: bool, cpu: int | None, privilege: Privilege | None = None) 
     namespaces = privilege.open_namespaces(root, None, None)  # rootless: the holder is part of the start
     layout = SandboxLayout(root=root, uid=lease.uid, privilege=privilege, namespaces=namespaces)
     layout.prepare()
-    preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-    shell = ShellSession(launcher_argv(layout, SandboxLimits(), traced=traced), preexec=preexec)
+    shell = ShellSession(launcher_argv(layout, SandboxLimits(), traced=traced), cpu=cpu)
     for command in COMMANDS:
         out = shell.run_marked(command, timeout_s=60)
         assert out.exit_code == 0, (command, out.output)

@@ -1,13 +1,14 @@
 """A generated task's episode now and at an older commit (default 25a730d, the code issue 19 measured), side by side.
 
-    .venv/bin/python bench/episode_vs_base.py [--base 25a730d] [--runs 5] [--out bench/results/episode_vs_base.json]
+    .venv/bin/python bench/episode_vs_base.py [--base 25a730d] [--runs 5] [--resident-mb 0] [--out FILE.json]
 
 The base's src/ is extracted (git archive) into a temporary directory. One worker process per version, its
 PYTHONPATH at that version's src/, writes every family both versions have with its own generator (same family,
 split and seed; this checkout with its default verifier) and runs the task's oracle episode when asked; the two are
 asked in turn, run by run, so that machine noise hits both alike. Phases as in episode_cost.py. The tasks are each
 version's own: the base's oracles run fewer commands and its verifier is pytest, which is what issue 19 asked to
-make cheaper ("a generated task's episode at most a third of today's"). Both must give reward 1.
+make cheaper ("a generated task's episode at most a third of today's"). Both must give reward 1. `--resident-mb N`:
+each worker first fills N MB of memory, as a policy and its optimizer fill an RL process (what a fork copies).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ WORKER = r"""
 import json, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
+resident = bytearray(int(sys.argv[2]) << 20)
+for page in range(0, len(resident), 4096):
+    resident[page] = 1  # touched: resident, as a policy's weights are
 from episode_cost import run_once
 from depgpo.tasks.generate import FAMILIES, build_task, write_task
 print(json.dumps(sorted(FAMILIES)), flush=True)
@@ -44,9 +48,9 @@ for line in sys.stdin:
 
 
 class Worker:
-    def __init__(self, src: Path):
+    def __init__(self, src: Path, resident_mb: int = 0):
         env = {**os.environ, "PYTHONPATH": str(src)}
-        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, str(REPO / "bench")], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, str(REPO / "bench"), str(resident_mb)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env, cwd=src.parent)
         self.families = set(json.loads(self._line()))
 
@@ -76,10 +80,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", default="25a730d", help="the commit to compare with")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--resident-mb", type=int, default=0, help="memory each worker holds, as a policy would")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        workers = {"base": Worker(extract_src(args.base, Path(tmp))), "head": Worker(REPO / "src")}
+        workers = {"base": Worker(extract_src(args.base, Path(tmp)), args.resident_mb),
+                   "head": Worker(REPO / "src", args.resident_mb)}
         families = sorted(workers["base"].families & workers["head"].families)
         samples: dict[tuple[str, str], list[dict]] = {}
         for _ in range(args.runs):
@@ -98,7 +104,7 @@ def main() -> None:
     ratios = {f: medians["base", f]["episode_s"] / medians["head", f]["episode_s"] for f in families}
     git = lambda *a: subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
     head = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "src") else "")
-    result = {"base": args.base, "head": head,
+    result = {"base": args.base, "head": head, "resident_mb": args.resident_mb,
               "runs": args.runs, "rows": rows, "median": median, "episode_ratio_base_over_head": ratios,
               "median_ratio": statistics.median(ratios.values())}
     print(f"{'family':18} {'version':7} {'cmds':>4} " + " ".join(f"{p:>11}" for p in PHASES))

@@ -53,7 +53,8 @@ def task(tmp_path_factory):
 @pytest.mark.sandbox
 @pytest.mark.slow
 def test_an_episode_and_its_verifier_run_on_one_cpu_and_give_it_back(task):
-    before = shared_slots().held()
+    """...and the harness's own thread keeps its CPUs: the chains are spawned from a thread of their own (spawn.py)."""
+    before, harness_cpus = shared_slots().held(), os.sched_getaffinity(0)
     with Episode(task, EpisodeConfig(command_timeout_s=30)) as ep:
         assert ep.placement.cpu is not None  # no other episode of this process holds a CPU
         command = ep.run_command(ALLOWED)
@@ -64,6 +65,7 @@ def test_an_episode_and_its_verifier_run_on_one_cpu_and_give_it_back(task):
     assert verifier["reward"] == 1.0, verifier["output"][-800:]
     assert record["cpu"] == ep.placement.cpu
     assert shared_slots().held() == before
+    assert os.sched_getaffinity(0) == harness_cpus
 
 
 @pytest.mark.sandbox

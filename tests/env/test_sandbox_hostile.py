@@ -192,7 +192,8 @@ def test_the_sandboxs_own_top_level_entries_cannot_be_replaced(tmp_path):
 
 def test_the_harness_session_keyring_is_not_the_agents(tmp_path):
     """A Slurm job keeps Kerberos or AFS tickets in its session keyring, and possession (not uid) lets a process
-    read them: the sandbox joins a new one before exec. A key in this test's session keyring stays unreadable."""
+    read them: the sandbox joins a new one before exec. A key in this test's session keyring stays unreadable, to
+    the agent and to the verifier, and this process keeps it (spawn.py joins the new one in a thread of its own)."""
     import ctypes
 
     numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(os.uname().machine)
@@ -205,12 +206,17 @@ def test_the_harness_session_keyring_is_not_the_agents(tmp_path):
     assert serial > 0, os.strerror(ctypes.get_errno())
     read = ("import ctypes; l = ctypes.CDLL(None, use_errno=True); b = ctypes.create_string_buffer(64); "
             f"r = l.syscall({keyctl}, 11, {serial}, b, 64); print('read', r, b.value.decode() if r > 0 else '')")
-    task = load_task(make_harbor_task(tmp_path, "keys", instruction="x", test_py="def test_ok():\n    pass\n"))
+    verifier_reads = f"import subprocess, sys\n\ndef test_unreadable():\n    out = subprocess.run([sys.executable, '-c', " \
+        f"{read!r}], capture_output=True, text=True).stdout\n    assert out.startswith('read -1'), out\n"
+    task = load_task(make_harbor_task(tmp_path, "keys", instruction="x", test_py=verifier_reads))
     try:
         own = ctypes.create_string_buffer(64)
         assert libc.syscall(keyctl, 11, serial, own, 64) == len(secret)  # this process can read it
         with Episode(task, EpisodeConfig(command_timeout_s=10)) as ep:
             out = ep.run_command(f'python3 -c "{read}"')["observation"]
+            verifier = ep.verify()
+        assert libc.syscall(keyctl, 11, serial, own, 64) == len(secret)  # still this process's
     finally:
         libc.syscall(keyctl, 21, serial)  # KEYCTL_INVALIDATE
     assert "read -1" in out and "depgpo-keyring-secret" not in out, out
+    assert verifier["reward"] == 1.0, verifier["output"][-800:]

@@ -21,7 +21,6 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 
 from depgpo.env.images import verifier_tools
@@ -36,10 +35,11 @@ from depgpo.env.sandbox.file_hash import HashBudget, is_unhashed, unhashed_notes
 from depgpo.env.sandbox.filestate import StatWalk, lines_written, read_version
 from depgpo.env.sandbox.judge_view import agent_visible, checked_view, judge_layout, prepare_view
 from depgpo.env.sandbox.layout import (BASE_ENV, LIVE_LOCK, SandboxLayout, SandboxLimits, launcher_argv,
-    leave_session_keyring, remove_layout, sweep_leftovers)
+    remove_layout, sweep_leftovers)
 from depgpo.env.sandbox.privilege import VERIFIER_CGROUPS, owned_private_dir, resolve
 from depgpo.env.sandbox.seed import seed_files
 from depgpo.env.sandbox.shell import ShellSession, truncate_observation
+from depgpo.env.sandbox.spawn import joined
 from depgpo.env.sandbox.tree_walk import skip_notes
 from depgpo.env.tracing.trace_log import TraceLog
 from depgpo.env.tracing.trace_parser import TraceParser
@@ -165,12 +165,6 @@ class Episode:
     def _keep_path(self, path: str) -> bool:
         return is_record_path(path, self.layout.workdir)
 
-    def _preexec(self, cgroups=None) -> None:
-        leave_session_keyring()
-        (cgroups or self._cgroups).enter()
-        if self.placement.cpu is not None:
-            os.sched_setaffinity(0, {self.placement.cpu})
-
     def _start_shell(self) -> None:
         """Start (or, after the agent killed its shell, restart) the traced shell; files persist, processes not."""
         if self.shell is not None:
@@ -181,8 +175,8 @@ class Episode:
         skipped = tuple(p for p in FAST_SKIP_PREFIXES if not (self.layout.workdir + "/").startswith(p))
         self._shell_starts += 1
         self.layout.trace_name = f"trace-{self._shell_starts}.log"
-        self.shell = ShellSession(launcher_argv(self.layout, self.config.limits), preexec=self._preexec,
-                                  first_command=len(self.commands))
+        self.shell = ShellSession(joined(self._cgroups.dirs, launcher_argv(self.layout, self.config.limits)),
+                                  cpu=self.placement.cpu, first_command=len(self.commands))
         self.parser = TraceParser(keep_path=self._keep_path, untracked_prefixes=skipped,
                                   valid_marks=self.shell.valid_marks)
         self._trace = TraceLog(self.layout.trace_log, self.layout.traces, self.config.limits.trace_bytes, self.parser)
@@ -394,7 +388,7 @@ class Episode:
         command = self.task.test_command if self.task.format == "harbor" else \
             tools.tb1_setup + offline_test_command(self.task, self.layout.workdir, tools.tb1_python)
         limits = replace(self.config.limits, cpu=self.placement.cpu)  # the verifier runs where the agent did
-        run = run_verifier(self.judge, limits, self.shell, partial(self._preexec, self._verifier_cgroups),
+        run = run_verifier(self.judge, limits, self.shell, self._verifier_cgroups.dirs,
                            env, command, timeout, self.config.output_limit_bytes, agent_processes)
         self._feed_trace()  # what agent processes did while the verifier ran (a server answering it)
         own = run.effects  # all of it for tampering; for E, less its tools' start-up reads (judging/startup_reads.py)

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from depgpo.env.judging.startup_reads import VerifierTraceParser
+from depgpo.env.sandbox.chain import chain_env
 from depgpo.env.sandbox.layout import SandboxLayout, SandboxLimits, verifier_argv
 from depgpo.env.sandbox.shell import ShellSession, _descendants, wait_exit
+from depgpo.env.sandbox.spawn import joined, spawn
 from depgpo.env.tracing.strace_flags import MARK_DIR
 from depgpo.env.tracing.trace_state import PATH_KINDS, RECORD_KINDS, ProcInfo, SegmentEffects
 
-HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # nsenter, strace, setpriv, prlimit, bwrap: the host's
 
 
 @dataclass
@@ -47,7 +48,8 @@ class VerifierRun:
         return kept_effects(self.effects, lambda path: keep(path) and path not in self.startup_reads)
 
 
-def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSession, preexec, env: dict[str, str],
+def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSession, cgroups: list[Path],
+                 env: dict[str, str],
                  command: str, timeout: float, output_limit: int, agent_processes: list[ProcInfo]) -> VerifierRun:
     """Run `command` as the episode's verifier, wait at most `timeout`, kill what is left of it, parse its trace."""
     logs = layout.verifier_logs
@@ -68,8 +70,8 @@ def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSessi
         agents = _agent_processes(p1_init)  # before it starts: none of them is the verifier's
         cpu_before, t0 = _cpu_ticks(agents), time.monotonic()
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(net_fd,),
-                                    start_new_session=True, preexec_fn=preexec, cwd="/", env={"PATH": HARNESS_PATH})
+            proc = spawn(joined(cgroups, argv), limits.cpu, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                         pass_fds=(net_fd,), start_new_session=True, cwd="/", env=chain_env())
         error, exit_code = None, None
         try:
             exit_code = wait_exit(proc, timeout)

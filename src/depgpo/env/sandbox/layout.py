@@ -25,7 +25,6 @@ the episode's files live on one tmpfs whose size and inode count are the episode
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
 import resource
@@ -38,6 +37,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from depgpo.env.images.backend import TOP_LEVEL_SYSTEM_DIRS, top_level_links
+from depgpo.env.sandbox.chain import host_program
 from depgpo.env.sandbox.file_hash import EPISODE_HASH_BYTES, FILE_DATA_MAX_BYTES, HashBudget
 from depgpo.env.sandbox.mount_api import detach
 from depgpo.env.sandbox.privilege import Namespaces, Privilege, resolve, sweep_cgroups
@@ -300,13 +300,13 @@ class SandboxLayout:
                 os.symlink(target, self.rootfs / name)
 
 
-# The interactive shell's start-up file. The marker runs `test -e MARK_DIR/K/RC/NONCE`, which puts a failed
-# newfstatat in the trace (the command boundary) and prints a record separator line with the nonce to the PTY
-# (completion + exit code; shell.py). readonly -f: a model command cannot redefine the marker. disable-completion:
-# a TAB in a command (a Makefile, Rust source in a heredoc) is a TAB, not a request to complete a file name.
+# The interactive shell's start-up file (no `stty -echo`: ShellSession opens the PTY with echo off). The marker
+# runs `test -e MARK_DIR/K/RC/NONCE`, which puts a failed newfstatat in the trace (the command boundary) and prints
+# a record separator line with the nonce to the PTY (completion + exit code; shell.py). readonly -f: a model command
+# cannot redefine the marker. disable-completion: a TAB in a command (a Makefile, Rust source in a heredoc) is a TAB,
+# not a request to complete a file name.
 BASHRC = r"""
 PS1='' PS2='' PROMPT_COMMAND=''
-stty -echo 2>/dev/null
 set +o history
 bind 'set disable-completion on' 2>/dev/null
 __depgpo_mark() { local rc=$?; test -e "%(mark_dir)s/$1/$rc/$2"; printf '\036DEPGPO %%s %%s %%s\036\n' "$1" "$2" "$rc"; }
@@ -316,22 +316,9 @@ export -f __depgpo_mark
 
 
 # Both bwraps: root inside its own user namespace, own ipc and uts; the agent's adds a network namespace of its own.
-BWRAP_NAMESPACES = ("bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
+BWRAP_NAMESPACES = ("--unshare-user", "--uid", "0", "--gid", "0", "--unshare-ipc", "--unshare-uts",
                     "--unshare-cgroup-try", "--hostname", "sandbox")
 BASE_ENV = {"PATH": SANDBOX_PATH, "HOME": "/root", "LANG": "C.UTF-8"}  # the agent's shell and the verifier start here
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
-_KEYCTL_JOIN_SESSION_KEYRING = 1
-
-
-def leave_session_keyring() -> None:
-    """In the child, before exec: join a new, empty session keyring, so that neither the agent nor the verifier
-    possesses the harness's (a Slurm job's Kerberos or AFS tickets live there; possession, not uid, grants it)."""
-    if _SYS_KEYCTL is not None and _libc.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
-        raise OSError(ctypes.get_errno(), "keyctl(JOIN_SESSION_KEYRING) failed: the episode would share the "
-                                          "harness's session keyring")
 
 
 def _setenv(env: dict[str, str]) -> list[str]:
@@ -374,9 +361,10 @@ def _bwrap_mounts(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
 
 def bwrap_argv(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
     """The agent's bwrap: the persistent interactive shell, with a network namespace of its own."""
-    argv = [*BWRAP_NAMESPACES, "--unshare-net", *_bwrap_mounts(layout, limits), "--chdir", layout.workdir, "--clearenv",
-            *_setenv({**BASE_ENV, **layout.env})]  # the task's ENV may set PATH, HOME, LANG, ... as in its container
-    # but not these: observations must stay free of terminal escapes, and traces of bytecode writes.
+    argv = [host_program("bwrap"), *BWRAP_NAMESPACES, "--unshare-net", *_bwrap_mounts(layout, limits),
+            "--chdir", layout.workdir, "--clearenv", *_setenv({**BASE_ENV, **layout.env})]
+    # The task's ENV may set PATH, HOME, LANG, ... as in its container, but not these: observations must stay free
+    # of terminal escapes, and traces of bytecode writes.
     argv += ["--setenv", "TERM", "dumb", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
              "--cap-drop", "ALL",
              "bash", "--rcfile", "/.depgpo/bashrc", "--noprofile", "-i"]
@@ -386,7 +374,7 @@ def bwrap_argv(layout: SandboxLayout, limits: SandboxLimits) -> list[str]:
 def verifier_bwrap_argv(layout: SandboxLayout, limits: SandboxLimits, env: dict[str, str], script: str) -> list[str]:
     """The verifier's bwrap: the agent's files and network (joined by nsenter), plus /tests and /logs; a clean
     environment and a non-interactive bash that runs `script`."""
-    argv = [*BWRAP_NAMESPACES, *_bwrap_mounts(layout, limits),
+    argv = [host_program("bwrap"), *BWRAP_NAMESPACES, *_bwrap_mounts(layout, limits),
             "--ro-bind", str(layout.tests_dir), "/tests", "--bind", str(layout.verifier_logs), "/logs",
             *(arg for host, inside in layout.verifier_binds for arg in ("--ro-bind", host, inside)),
             "--chdir", layout.workdir, "--clearenv", *_setenv(env)]
@@ -396,7 +384,7 @@ def verifier_bwrap_argv(layout: SandboxLayout, limits: SandboxLimits, env: dict[
 def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str], nproc: int | None = None) -> list[str]:
     """setpriv (root only) -> prlimit -> bwrap: the episode's unprivileged uid and its resource limits."""
     drop = layout.privilege.drop_argv(layout.uid)
-    rlimits = ["prlimit", f"--nproc={nproc or limits.max_processes}", f"--fsize={limits.max_file_bytes}",
+    rlimits = [host_program("prlimit"), f"--nproc={nproc or limits.max_processes}", f"--fsize={limits.max_file_bytes}",
                f"--nofile={limits.max_open_files}", "--core=0"]
     if not layout.privilege.memory_by_cgroup():
         stack, _ = resource.getrlimit(resource.RLIMIT_STACK)  # keep the soft limit (8 MiB as in Docker), cap the hard
@@ -404,15 +392,15 @@ def _dropped(layout: SandboxLayout, limits: SandboxLimits, bwrap: list[str], npr
         rlimits += [f"--data={limits.memory_bytes}", f"--stack={stack}:{limits.memory_bytes}",
                     f"--as={max(limits.address_space_bytes, limits.memory_bytes)}"]
     # strace's own warnings go to the file on fd 2; the traced chain gets its stdout back as stderr.
-    restore_stderr = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
+    restore_stderr = [host_program("sh"), "-c", 'exec "$@" 2>&1', "sh"]
     return [*restore_stderr, *drop, *rlimits, "--", *bwrap]
 
 
 def inner_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = True) -> list[str]:
     """What sandbox_init runs in P1 once the overlays are mounted: unshare (P2) -> strace -> setpriv -> prlimit ->
     bwrap -> bash. `traced=False` drops strace (the benchmark's baseline); nothing else changes."""
-    tracer = [*strace_argv(layout.inside(layout.trace_log)), "--"] if traced else []
-    agent_pid_namespace = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+    tracer = [*strace_argv(layout.inside(layout.trace_log), host_program("strace")), "--"] if traced else []
+    agent_pid_namespace = [host_program("unshare"), "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
     return [*agent_pid_namespace, *tracer, *_dropped(layout, limits, bwrap_argv(layout, limits))]
 
 
@@ -424,7 +412,7 @@ def verifier_argv(layout: SandboxLayout, limits: SandboxLimits, p1_init: int, ne
     # RLIMIT_NPROC counts every process of the episode's uid (rootless: of its user namespace), the agent's that
     # still run included, and the agent's own limit keeps those at max_processes: so the verifier gets as many again
     # (with a pids cgroup of its own at root: Episode), and the agent's survivors cannot starve it (a fork bomb's 504).
-    return [*enter, *strace_argv(layout.inside(trace_log)), "--",
+    return [*enter, *strace_argv(layout.inside(trace_log), host_program("strace")), "--",
             *_dropped(layout, limits, verifier_bwrap_argv(layout, limits, env, script), 2 * limits.max_processes)]
 
 
@@ -433,8 +421,9 @@ def launcher_argv(layout: SandboxLayout, limits: SandboxLimits, traced: bool = T
     layout_args = [str(layout.root), layout.inside(layout.fs), str(layout.uid), str(layout.system_root),
                    layout.privilege.system_dirs(layout.system_root == Path("/")), str(layout.root / "strace.err"),
                    *layout.cow_dirs]  # sandbox_init.main reads them in this order
-    return [*layout.privilege.outer_argv(layout.namespaces), sys.executable, "-m", "depgpo.env.sandbox.sandbox_init",
-            *layout_args, "--", *inner_argv(layout, limits, traced)]
+    init = [sys.executable, "-S", "-m", "depgpo.env.sandbox.sandbox_init"]  # -S: chain.chain_env's PYTHONPATH
+    return [*layout.privilege.outer_argv(layout.namespaces), *init, *layout_args, "--",
+            *inner_argv(layout, limits, traced)]
 
 
 def remove_layout(layout: SandboxLayout) -> None:

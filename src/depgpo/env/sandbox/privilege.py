@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from depgpo.env.sandbox.chain import host_program
 from depgpo.env.sandbox.mount_api import mount
 
 PRIVILEGES = ("auto", "root", "rootless")
@@ -103,8 +104,8 @@ class Privilege:
         """Before sandbox_init: the episode's mount namespace M1 and pid namespace P1 (rootless: inside the holder's
         user and mount namespaces, as root there)."""
         enter = [] if not self.rootless else \
-            ["nsenter", "--preserve-credentials", "--user", "--mount", f"--target={ns.holder_pid}", "--"]
-        return [*enter, "unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+            [host_program("nsenter"), "--preserve-credentials", "--user", "--mount", f"--target={ns.holder_pid}", "--"]
+        return [*enter, host_program("unshare"), "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
                 "--propagation", "private", "--"]
 
     def system_dirs(self, system_is_host: bool) -> str:
@@ -141,13 +142,13 @@ class Privilege:
         --cap-drop ALL leaves the agent no capability in either case)."""
         if self.rootless:
             return []
-        return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+        return [host_program("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
 
     def verifier_enter_argv(self, p1_init: int, net_fd: int) -> list[str]:
         """nsenter for the judge: into M1, P1 and the agent's network namespace (rootless: the episode's user
         namespace first, whose root may enter the others)."""
         user = ["--preserve-credentials", f"--user=/proc/{p1_init}/ns/user"] if self.rootless else []
-        return ["nsenter", *user, f"--mount=/proc/{p1_init}/ns/mnt", f"--pid=/proc/{p1_init}/ns/pid",
+        return [host_program("nsenter"), *user, f"--mount=/proc/{p1_init}/ns/mnt", f"--pid=/proc/{p1_init}/ns/pid",
                 f"--net=/proc/self/fd/{net_fd}", "--"]
 
     def memory_by_cgroup(self) -> bool:
@@ -387,11 +388,6 @@ class EpisodeCgroups:
             except OSError:
                 continue
             self.dirs.append(d)
-
-    def enter(self) -> None:
-        """Called in the child before exec: move this process (and so all its descendants) into the cgroups."""
-        for d in self.dirs:
-            (d / "cgroup.procs").write_text(str(os.getpid()))
 
     def remove(self) -> None:
         for d in self.dirs:

@@ -15,7 +15,6 @@ and a tail are kept (the observation is cut to OBSERVATION_LIMIT anyway).
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import re
 import secrets
@@ -25,7 +24,9 @@ import subprocess
 import termios
 import time
 from dataclasses import dataclass
-from typing import Callable
+
+from depgpo.env.sandbox.chain import chain_env
+from depgpo.env.sandbox.spawn import spawn, with_terminal
 
 OBSERVATION_LIMIT = 10_000  # bytes the agent sees per command, head and tail halves, as Terminus truncates
 KEEP_BYTES = 1 << 20        # of one command's raw output, the first and the last KEEP_BYTES are kept
@@ -97,23 +98,18 @@ class _Output:
 
 
 class ShellSession:
-    """Owns the PTY and the launcher process tree of one sandbox."""
+    """Owns the PTY and the launcher process tree of one sandbox; the launcher starts in `env` (by default the
+    chain's own, chain.py: the shell's environment is set by its bwrap)."""
 
-    def __init__(self, argv: list[str], preexec: Callable[[], None] | None = None, startup_timeout_s: float = 30.0,
-                 first_command: int = 0):
+    def __init__(self, argv: list[str], cpu: int | None = None, startup_timeout_s: float = 30.0,
+                 first_command: int = 0, env: dict[str, str] | None = None):
         self.master, slave = os.openpty()
         attrs = termios.tcgetattr(slave)
         attrs[3] &= ~termios.ECHO  # no echo from the start: the observation is the command's output only
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-
-        def child_setup() -> None:
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # the PTY becomes the controlling terminal: job control works
-            if preexec:
-                preexec()
-
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, preexec_fn=child_setup,
-                                     close_fds=True)
+        # The PTY becomes the controlling terminal (job control works); spawned without fork (spawn.py).
+        self.proc = spawn(with_terminal(argv), cpu, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                          env=chain_env() if env is None else env)
         os.close(slave)
         os.set_blocking(self.master, False)
         self._out = _Output()
@@ -302,18 +298,20 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
 
 
 def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
+    """`pid` and every process below it, parents first: read from each thread's /proc children list, so the cost is
+    the tree's size, not the machine's process count (a scan of all /proc read every process's stat)."""
     out, stack = [], [pid]
     while stack:
         p = stack.pop()
         out.append(p)
-        stack.extend(children.get(p, []))
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue  # gone meanwhile
+        for task in tasks:
+            try:
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    stack.extend(int(child) for child in fh.read().split())
+            except OSError:
+                continue
     return out

@@ -28,10 +28,10 @@ TRACED_SYSCALLS = (
 MARK_DIR = "/.depgpo_mark"
 
 
-def strace_argv(log_path: str) -> list[str]:
+def strace_argv(log_path: str, program: str = "strace") -> list[str]:
     """strace prefix: follow forks, microsecond timestamps, fd paths (-y) and socket details (-yy)."""
     return [
-        "strace", "-f", "--seccomp-bpf", "-q", "-ttt", "-y", "-yy", "-s", "256",
+        program, "-f", "--seccomp-bpf", "-q", "-ttt", "-y", "-yy", "-s", "256",
         # Signals stay in the signal set: strace prints "+++ killed by SIG +++" only for signals in it.
         "-e", "signal=!SIGCHLD,SIGWINCH,SIGALRM",
         # A process in a PID namespace of its own (`unshare -p`, bwrap, Chrome's sandbox) sees other pids than the
