@@ -167,6 +167,7 @@ VALUE_RANGES: dict[str, Range] = {
     "agent.command_timeout_s": Range(float, 1, "seconds a command may run", low=0, low_open=True),
     "agent.workers": Range(int, 2, "episodes whose commands run side by side", low=1),
     "agent.decode_batch": Range(int, 32, "rollouts whose turns are decoded as one batch", low=1),
+    "agent.decode_groups": Range(int, 2, "groups of a batch, one decoding while the others' commands run", low=1),
     "rollout.vllm.tensor_parallel_size": Range(int, 1, "GPUs per vLLM server", low=1),
     "rollout.vllm.gpu_memory_utilization": Range(float, 0.85, "share of GPU memory vLLM takes", low=0, high=1,
                                                  low_open=True),

@@ -74,8 +74,9 @@ class ScriptedTurns(Policy):
         return [self.generate(c, s) for c, s in zip(contexts, rng_seeds)]
 
 
-@pytest.mark.parametrize("driver", ["model", "script"])
-def test_lockstep_rollouts_are_the_rollouts_made_one_at_a_time(policy, driver, tmp_path):
+@pytest.mark.parametrize("driver,groups", [("model", 1), ("script", 1), ("model", 2), ("script", 2)])
+def test_lockstep_rollouts_are_the_rollouts_made_one_at_a_time(policy, driver, groups, tmp_path):
+    """In one group, and in two whose decoding and commands overlap (`decode_groups`)."""
     policy.temperature, policy.top_p = 1.0, 1.0
     if driver == "script":
         policy = ScriptedTurns(None, policy.tokenizer, max_turn_tokens=64, observation_chars=1000)
@@ -84,7 +85,8 @@ def test_lockstep_rollouts_are_the_rollouts_made_one_at_a_time(policy, driver, t
     broken = load_task(make_harbor_task(tmp_path, "wd", instruction="Into out/greeting.txt write hello",
                                         test_py=PASSING_TEST, dockerfile_extra="WORKDIR /logs\n"))
     jobs = [(good, 5), (broken, 6), (good, 7), (good, 8)]
-    config = AgentConfig(max_turns=4, workers=2, decode_batch=3, episode=EpisodeConfig(command_timeout_s=5))
+    config = AgentConfig(max_turns=4, workers=2, decode_batch=3, decode_groups=groups,
+                         episode=EpisodeConfig(command_timeout_s=5))
     together = list(iter_rollouts(policy, jobs, config))
     alone = [run_rollout(policy, task, config, seed) for task, seed in jobs]
     assert [r.task_id for r in together] == [task.id for task, _ in jobs]

@@ -19,6 +19,7 @@ class AgentConfig:
     max_context_tokens: int = 1024   # stop before the context outgrows the model (its position embeddings)
     workers: int = 1                 # episodes' commands run side by side (threads: the sandbox releases the GIL)
     decode_batch: int = 32           # rollouts run in lock-step, their turns decoded as one batch (iter_rollouts)
+    decode_groups: int = 1           # a batch's rollouts in fixed groups: one decodes while the others' commands run
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)
     credit: CreditConfig | None = None  # RL: each rollout's step factors, computed once as it ends
 
@@ -37,7 +38,8 @@ def agent_config(cfg: DictConfig, credit: bool = False) -> AgentConfig:
     if environment.wheel_cache:
         episode.wheel_cache = Path(environment.wheel_cache)
     return AgentConfig(max_turns=cfg.agent.max_turns, max_context_tokens=cfg.agent.max_context_tokens,
-                       workers=cfg.agent.workers, decode_batch=cfg.agent.decode_batch, episode=episode,
+                       workers=cfg.agent.workers, decode_batch=cfg.agent.decode_batch,
+                       decode_groups=cfg.agent.decode_groups, episode=episode,
                        credit=CreditConfig.from_mapping(OmegaConf.to_container(cfg.credit)) if credit else None)
 
 

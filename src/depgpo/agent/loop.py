@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -157,35 +157,60 @@ def run_rollout(policy, task: Task, config: AgentConfig, seed: int, out_dir: Pat
 
 
 def run_rollouts(policy, jobs: list[tuple[Task, int]], config: AgentConfig) -> list[Rollout]:
-    """run_rollout for each (task, seed), in lock-step: each turn, the turns of every rollout still running are
-    decoded as one batch (`Policy.next_turns`), then their commands run side by side, `config.workers` at a time,
-    each in its own sandbox. Sandboxes start while the first turns are decoded, and verify and close side by side.
+    """run_rollout for each (task, seed), in lock-step groups: the rollouts are split into `config.decode_groups`
+    fixed groups, and while one group's turns are decoded as one batch (`Policy.next_turns`), the commands of the
+    others run side by side, `config.workers` at a time, each in its own sandbox. With one group, decoding and
+    commands take turns; with two, the policy's CPU and the sandboxes' are busy at once (docs/benchmarks.md#rollout-
+    throughput). Sandboxes start while the first turns are decoded, and verify and close side by side.
 
-    A rollout's draws come from its own seeded generator and the batch is the same whatever `workers` is, so the
-    results do not depend on it; they depend on `decode_batch` only as far as batched arithmetic rounds differently.
+    A rollout's draws come from its own seeded generator and each group's batch is the same whatever `workers` is or
+    how fast commands run, so the results do not depend on either; they depend on `decode_batch` and `decode_groups`
+    only as far as batched arithmetic rounds differently (a batch's rows are the group's rollouts still running).
     """
     attempts = [_Attempt(policy, task, config, seed) for task, seed in jobs]
-    with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool:
+    groups = [attempts[g::max(1, config.decode_groups)] for g in range(max(1, config.decode_groups))]
+    groups = [group for group in groups if group]
+    with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool, \
+            ThreadPoolExecutor(max_workers=len(groups)) as group_runner:
+        acting: dict[int, Future] = {}
         try:
             starting = [pool.submit(attempt.start) for attempt in attempts]
-            while True:
-                turn_takers = [attempt for attempt in attempts if attempt.wants_turn()]
-                if starting:  # decoded the first turns meanwhile
-                    for future in starting:
-                        future.result()
-                    starting = []
-                if not turn_takers:
-                    break
-                turns = policy.next_turns([a.ctx for a in turn_takers], [a.turn_seed for a in turn_takers])
-                list(pool.map(_Attempt.act, turn_takers, turns))
+            live = set(range(len(groups)))
+            while live:
+                for g in sorted(live):
+                    if g in acting:
+                        acting.pop(g).result()  # its commands ran while the other groups decoded
+                    turn_takers = [attempt for attempt in groups[g] if attempt.wants_turn()]
+                    if not turn_takers:
+                        live.discard(g)
+                        continue
+                    turns = policy.next_turns([a.ctx for a in turn_takers], [a.turn_seed for a in turn_takers])
+                    starting = _wait_all(starting)  # they started while the first turns were decoded
+                    acting[g] = group_runner.submit(_act_all, pool, turn_takers, turns)
+            starting = _wait_all(starting)
             return list(pool.map(_Attempt.finish, attempts))
         except BaseException as e:  # the policy's own error: every sandbox is closed, the stage stops
-            for future in starting:
+            for future in [*starting, *acting.values()]:
                 future.cancel()
+            for future in acting.values():
+                try:
+                    future.result()
+                except BaseException:
+                    pass  # the error that stops the stage is `e`
             pool.shutdown(wait=True)
             for attempt in attempts:
                 attempt.close(error=e)
             raise
+
+
+def _wait_all(futures: list[Future]) -> list[Future]:
+    for future in futures:
+        future.result()
+    return []
+
+
+def _act_all(pool: ThreadPoolExecutor, attempts: list[_Attempt], turns: list) -> None:
+    list(pool.map(_Attempt.act, attempts, turns))
 
 
 def assign_credit(rollout: Rollout, config: CreditConfig) -> Rollout:
