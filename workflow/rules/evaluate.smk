@@ -1,4 +1,4 @@
-# pass@1 over three rounds on both test sets, for the SFT policy and every RL run (Tables 1, 2, 9; Figure 6).
+# pass@1 over eval.rounds rounds (one at tiny scale, three in the paper) on both test sets, for the SFT policy and every RL run (Tables 1, 2, 9; Figure 6).
 # One job evaluates both test sets, so the policy and the libraries are loaded once.
 
 
