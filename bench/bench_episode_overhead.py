@@ -1,10 +1,11 @@
 """Traced vs untraced wall time of the same 10-command episode, and trace parsing time per trajectory.
 
-    .venv/bin/python bench/bench_episode_overhead.py [--runs 7]
+    .venv/bin/python bench/bench_episode_overhead.py [--runs 7] [--beside]
 
 Both modes run the identical sandbox (idmapped overlays, bwrap, PTY shell, markers); the traced one adds strace as
 pid 1. Modes are interleaved run by run so that machine noise hits both alike; we report medians and their ratio,
-pinned to one CPU (what the episode runner recommends) and unpinned.
+pinned to one CPU (what the episode runner recommends) and unpinned. `--beside`: another traced episode runs all
+the while, in a thread as the agent loop runs them (pinned: on CPU 1; unpinned: floating), its own start included.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -66,17 +68,31 @@ def parse_time_ms(trace: str) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def _neighbour(stop: threading.Event, cpu: int | None) -> None:
+    while not stop.is_set():
+        run_once(True, cpu)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--beside", action="store_true", help="another traced episode running all the while")
     args = ap.parse_args()
-    print(f"{len(COMMANDS)}-command episode, {args.runs} interleaved runs per mode, medians")
+    beside = " with another episode beside it" if args.beside else ""
+    print(f"{len(COMMANDS)}-command episode{beside}, {args.runs} interleaved runs per mode, medians")
     for label, cpu in (("pinned to CPU 0", 0), ("unpinned", None)):
+        stop = threading.Event()
+        neighbour = threading.Thread(target=_neighbour, args=(stop, None if cpu is None else 1), daemon=True)
+        if args.beside:
+            neighbour.start()
         times = {True: [], False: []}
         for _ in range(args.runs):
             for traced in (False, True):
                 elapsed, trace = run_once(traced, cpu)
                 times[traced].append(elapsed)
+        stop.set()
+        if args.beside:
+            neighbour.join()
         base_s, traced_s = statistics.median(times[False]), statistics.median(times[True])
         print(f"  {label:16s} untraced {base_s:6.3f} s   traced {traced_s:6.3f} s   ratio {traced_s / base_s:5.2f}x")
     parse = [parse_time_ms(trace) for _ in range(args.runs)]
