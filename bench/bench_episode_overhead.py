@@ -82,8 +82,9 @@ def main() -> None:
     print(f"{len(COMMANDS)}-command episode{beside}, {args.runs} interleaved runs per mode, medians")
     for label, cpu in (("pinned to CPU 0", 0), ("unpinned", None)):
         stop = threading.Event()
-        neighbour = threading.Thread(target=_neighbour, args=(stop, None if cpu is None else 1), daemon=True)
-        if args.beside:
+        neighbour = threading.Thread(target=_neighbour, args=(stop, None if cpu is None else 1), daemon=True) \
+            if args.beside else None
+        if neighbour:
             neighbour.start()
         times = {True: [], False: []}
         for _ in range(args.runs):
@@ -91,7 +92,7 @@ def main() -> None:
                 elapsed, trace = run_once(traced, cpu)
                 times[traced].append(elapsed)
         stop.set()
-        if args.beside:
+        if neighbour:
             neighbour.join()
         base_s, traced_s = statistics.median(times[False]), statistics.median(times[True])
         print(f"  {label:16s} untraced {base_s:6.3f} s   traced {traced_s:6.3f} s   ratio {traced_s / base_s:5.2f}x")

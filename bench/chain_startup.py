@@ -50,9 +50,9 @@ for line in layout.trace_log.read_text().splitlines():
     pid, call, rest = m.groups()
     if call == "execve" and rest.rstrip().endswith("= 0"):
         program[pid] = Path(rest.split('"')[1]).name
-    elif call in ("clone", "clone3", "fork", "vfork") and re.search(r"= (\d+)", rest):
-        child = re.search(r"= (\d+)", rest).group(1)  # until it execs, a child runs its parent's program
-        program[child] = program.get(pid, "?").removesuffix(" (child)") + " (child)"
+    elif call in ("clone", "clone3", "fork", "vfork") and (child := re.search(r"= (\d+)", rest)):
+        # until it execs, a child runs its parent's program
+        program[child[1]] = program.get(pid, "?").removesuffix(" (child)") + " (child)"
     counts[program.get(pid, "?")] += 1
 privilege.reap(lease.uid, namespaces)
 remove_layout(layout)

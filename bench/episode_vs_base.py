@@ -50,8 +50,8 @@ for line in sys.stdin:
 class Worker:
     def __init__(self, src: Path, resident_mb: int = 0):
         env = {**os.environ, "PYTHONPATH": str(src)}
-        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, str(REPO / "bench"), str(resident_mb)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env, cwd=src.parent)
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, str(REPO / "bench"), str(resident_mb)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=src.parent)
         self.families = set(json.loads(self._line()))
 
     def _line(self) -> str:

@@ -168,8 +168,8 @@ def run_rollouts(policy, jobs: list[tuple[Task, int]], config: AgentConfig) -> l
     only as far as batched arithmetic rounds differently (a batch's rows are the group's rollouts still running).
     """
     attempts = [_Attempt(policy, task, config, seed) for task, seed in jobs]
-    groups = [attempts[g::max(1, config.decode_groups)] for g in range(max(1, config.decode_groups))]
-    groups = [group for group in groups if group]
+    n_groups = max(1, min(config.decode_groups, len(attempts)))  # no empty group
+    groups = [attempts[g::n_groups] for g in range(n_groups)]
     with ThreadPoolExecutor(max_workers=max(1, config.workers)) as pool, \
             ThreadPoolExecutor(max_workers=len(groups)) as group_runner:
         acting: dict[int, Future] = {}

@@ -26,7 +26,6 @@ from depgpo.env.tracing.strace_flags import MARK_DIR
 from depgpo.env.tracing.trace_state import PATH_KINDS, RECORD_KINDS, ProcInfo, SegmentEffects
 
 
-
 @dataclass
 class VerifierRun:
     output: str                # its stdout and stderr, at most output_limit bytes
@@ -49,8 +48,8 @@ class VerifierRun:
 
 
 def run_verifier(layout: SandboxLayout, limits: SandboxLimits, shell: ShellSession, cgroups: list[Path],
-                 env: dict[str, str],
-                 command: str, timeout: float, output_limit: int, agent_processes: list[ProcInfo]) -> VerifierRun:
+                 env: dict[str, str], command: str, timeout: float, output_limit: int,
+                 agent_processes: list[ProcInfo]) -> VerifierRun:
     """Run `command` as the episode's verifier, wait at most `timeout`, kill what is left of it, parse its trace."""
     logs = layout.verifier_logs
     if os.path.lexists(logs):  # only an earlier verifier (and agent code its tests ran) wrote here: any depth

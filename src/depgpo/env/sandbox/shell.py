@@ -98,18 +98,18 @@ class _Output:
 
 
 class ShellSession:
-    """Owns the PTY and the launcher process tree of one sandbox; the launcher starts in `env` (by default the
-    chain's own, chain.py: the shell's environment is set by its bwrap)."""
+    """Owns the PTY and the launcher process tree of one sandbox; the launcher starts in the chain's environment
+    (chain.py: the shell's own is set by its bwrap)."""
 
     def __init__(self, argv: list[str], cpu: int | None = None, startup_timeout_s: float = 30.0,
-                 first_command: int = 0, env: dict[str, str] | None = None):
+                 first_command: int = 0):
         self.master, slave = os.openpty()
         attrs = termios.tcgetattr(slave)
         attrs[3] &= ~termios.ECHO  # no echo from the start: the observation is the command's output only
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         # The PTY becomes the controlling terminal (job control works); spawned without fork (spawn.py).
         self.proc = spawn(with_terminal(argv), cpu, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-                          env=chain_env() if env is None else env)
+                          env=chain_env())
         os.close(slave)
         os.set_blocking(self.master, False)
         self._out = _Output()

@@ -1,8 +1,8 @@
 """Starting an episode's process chains (the agent's shell, the verifier) without fork().
 
 The harness process holds the policy, gigabytes of it in RL, and fork() copies its page tables: 65 ms a spawn at
-1 GB resident against 0.9 ms for vfork (docs/benchmarks.md#where-an-episodes-start-goes). subprocess uses vfork only when
-there is no preexec_fn, so what the child once did before exec is done another way:
+1 GB resident against 0.9 ms for vfork (docs/benchmarks.md#where-an-episodes-start-goes). subprocess uses vfork
+only when there is no preexec_fn, so what the child once did before exec is done another way:
 
     session keyring    the spawning thread joins a new, empty one; a child inherits its thread's credentials
     CPU                the spawning thread's affinity (per thread in Linux), which a child inherits
