@@ -8,19 +8,24 @@
 #                                      (rule rl_job makes each of them, its {run} wildcard one of RUNS)
 #   snakemake report -f                regenerate tables and figures from results/ only
 #   snakemake --profile slurm          the paper's grid as Slurm GPU jobs (config/scale/paper.yaml)
+#   snakemake --config overrides="rl.updates=2 agent.max_turns=6"    any Hydra key, to every stage
 #
-# The workflow's own config keys (scale, launcher) are workflow/schemas/config.schema.yaml; the rest is Hydra's.
+# The workflow's own config keys (scale, launcher, overrides) are workflow/schemas/config.schema.yaml; the rest is
+# Hydra's, reached through overrides (depgpo.workflow_config: checked here, one line a problem, before any job).
 import sys
 
 from snakemake.utils import min_version, validate
 
-from depgpo.config import compose, sweep_runs
+from depgpo.config import sweep_runs
+from depgpo.workflow_config import check_jobs, check_workflow_keys, compose_checked, parse_overrides
 
 min_version("9.0")  # pinned in pyproject.toml (workflow extra); older ones are untested
-validate(config, "workflow/schemas/config.schema.yaml")  # sets the defaults of absent keys too
+check_workflow_keys(config, f"{workflow.basedir}/workflow/schemas/config.schema.yaml")  # one line, not a schema dump
+validate(config, "workflow/schemas/config.schema.yaml")  # sets the defaults of absent keys
 
 SCALE = config["scale"]
-CFG = compose([f"scale={SCALE}"])  # validated there, focal_setting among settings included
+OVERRIDES = parse_overrides(config["overrides"])  # to every stage, after its setting's and before its run's
+CFG = compose_checked(SCALE, OVERRIDES)  # validated there, focal_setting among settings included
 R = CFG.results_dir
 DEPGPO = f"{sys.executable} -m depgpo"  # the interpreter running Snakemake has the package installed
 SETTINGS = [f"{s['model']}/{s['data']}" for s in CFG.settings]
@@ -36,6 +41,8 @@ SEEDS = list(CFG.seeds)
 SEEDS_OF = {run: list(CFG.interval_seeds.seeds) if run in CFG.interval_seeds.runs else SEEDS for run in RUNS}
 SEEDS_OF["sft"] = sorted({seed for seeds in SEEDS_OF.values() for seed in seeds})
 TEST_SETS = list(CFG.eval.test_sets)  # Terminal-Bench 2.0 and 2.1 (or their generated stand-ins)
+check_jobs(SCALE, OVERRIDES, [(*setting.split("/"), run) for run, settings in RUN_SETTINGS.items()
+                              for setting in settings])
 
 
 include: "workflow/rules/common.smk"

@@ -56,10 +56,10 @@ def test_the_schema_names_every_scale_and_the_default_scale_of_the_hydra_config(
 def test_the_schema_sets_defaults_and_accepts_the_slurm_profiles_config():
     config = {}
     snakemake_validate(config, str(SCHEMA))
-    assert config == {"scale": "tiny", "launcher": "none"}
+    assert config == {"scale": "tiny", "launcher": "none", "overrides": ""}
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "workflow.yaml").read_text())
     snakemake_validate(profile, str(SCHEMA))
-    assert profile == {"scale": "paper", "launcher": "submitit"}
+    assert profile == {"scale": "paper", "launcher": "submitit", "overrides": ""}
 
 
 @pytest.mark.parametrize("config, message", [

@@ -96,6 +96,9 @@ def test_ci_dag_end_to_end(tmp_path):
     assert len(metrics.read_text().splitlines()) == 2
     rerun = subprocess.run(base + ["-n"], capture_output=True, text=True, timeout=120)
     assert "Nothing to be done" in rerun.stdout + rerun.stderr
+    # A changed override changes the commands, and Snakemake reruns what they made: results never mix configs
+    changed = subprocess.run(base + ["overrides=rl.updates=1", "-n"], capture_output=True, text=True, timeout=120)
+    assert "Nothing to be done" not in changed.stdout and "rl_job" in changed.stdout, changed.stdout[-3000:]
 
 
 @pytest.mark.parametrize("method", ["grpo", "dapo", "dppo", "gigpo", "depgpo"])

@@ -1,5 +1,6 @@
 # Shared helpers: paths of the results tree (docs/pipeline.md) and the overrides rules pass to depgpo.
 import os
+import shlex
 
 from depgpo.config import run_overrides
 
@@ -16,7 +17,7 @@ def gpu_stage(stage):
 # Task sets. Generated ones (data=tiny; test sets without a path) come from `generate_tasks` and are read as their
 # directory; a user's data set (data.tasks, eval.test_sets.*) is first checked by `data_check`, and stages read the
 # list of its runnable tasks. It is not a Snakemake input, so that a dry run works where the data are absent.
-DATA = {s["data"]: compose([f"scale={SCALE}", f"data={s['data']}"]).data for s in CFG.settings}
+DATA = {s["data"]: compose_checked(SCALE, OVERRIDES, [f"data={s['data']}"]).data for s in CFG.settings}
 EXTERNAL = {name: data.tasks for name, data in DATA.items() if data.kind != "generated"}
 EXTERNAL |= {name: path for name, path in CFG.eval.test_sets.items() if path}
 
@@ -49,8 +50,10 @@ def sft_data_source(wildcards, input):
 
 
 def setting_overrides(wildcards):
-    """Hydra overrides selecting the scale, model and data of a results/{scale}/{model}/{data} setting."""
-    return f"scale={SCALE} model={wildcards.model} data={wildcards.data}"
+    """Hydra overrides selecting the scale, model and data of a results/{scale}/{model}/{data} setting, then the
+    user's (--config overrides=...); a rule's run and seed follow them."""
+    return " ".join([f"scale={SCALE}", f"model={wildcards.model}", f"data={wildcards.data}",
+                     *map(shlex.quote, OVERRIDES)])
 
 
 def run_override_string(run):

@@ -19,7 +19,7 @@ rule counterfactual:
         runs=lambda wildcards, input: " ".join(os.path.dirname(path) for path in input),
         per_outcome=CFG.counterfactual.per_outcome,
         seed=CFG.seed,
-        overrides=f"scale={SCALE} model={CFG.focal_setting.model} data={CFG.focal_setting.data}",
+        overrides=setting_overrides(CFG.focal_setting),
     conda:
         "../../envs/cpu.yaml"
     shell:
