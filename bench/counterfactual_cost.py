@@ -4,9 +4,10 @@
 
 One generated task per family (seed 0, pool split, shell verifiers), its oracle replayed as a command list, with
 each `--workers` (agent.workers): (a) as it is, (b) without each command, (c) credited only, (d) each credited read
-in the task redrawn with other values. Reported per family and in all: replays, wall seconds per trajectory, per
-command and per replay; and what the counterfactual found (necessary commands, credited ones, sufficiency), so a
-cost is never quoted for a run that did not work.
+in the task redrawn with other values, (e) the minimal sufficient set from replays of subsets. Reported per family
+and in all: replays, wall seconds per trajectory, per command and per replay; and what the counterfactual found
+(necessary commands, credited ones, sufficiency, the sufficient set), so a cost is never quoted for a run that did
+not work.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def main() -> None:
                     "sufficient": result["sufficient"],
                     "necessary": [c["index"] for c in result["commands"] if c["necessary"]],
                     "credited": result["credited"],
+                    "sufficient_set": result["sufficient_set"],  # (e): its kept commands and replays of subsets
                     "perturbed": {c["index"]: c["reward_perturbed"] for c in result["commands"]
                                   if c["reward_perturbed"] is not None},
                 })

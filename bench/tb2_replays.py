@@ -1,7 +1,8 @@
 """Real Terminal-Bench 2.0 agent trials, replayed and scored against counterfactual ground truth (issue 35 item 4).
 
     .venv/bin/python bench/tb2_replays.py --mirror GITDIR --tasks-dir /tmp/tb2 --out /tmp/tb2-replays \
-        [--tasks a,b] [--per-task 8] [--max-turns 30] [--cf-pass 3] [--cf-fail 1] [--removals 8] [--workers 2]
+        [--tasks a,b] [--per-task 8] [--max-turns 30] [--cf-pass 3] [--cf-fail 1] [--removals 8] [--subsets 8]
+        [--workers 2]
     .venv/bin/python bench/tb2_replays.py --merge OUT_A OUT_B --out /tmp/tb2-merged   # runs side by side, together
 
 Where the trials come from: `fetch github:hamishivi/tmax` (AllenAI's TMax, Apache-2.0): evaluation_assets/daytona/
@@ -19,7 +20,8 @@ Steps, each written as it finishes so that a cut run keeps what it did:
 3. replay each (`depgpo replay`): fidelity.jsonl, one line a trial (logged and replayed reward, the share of
    observations that differ, what could not be replayed, seconds, the problem lines `depgpo replay` printed);
 4. on trials whose replay reproduced the logged reward, up to --cf-pass successes and --cf-fail failures per task:
-   `depgpo counterfactual --removals N` (every credited command and a seeded sample of the rest; docs/replay.md),
+   `depgpo counterfactual --removals N --subsets M` (every credited command and a seeded sample of the rest; a
+   success's minimal sufficient set in at most M replays of subsets; docs/replay.md),
    counterfactual/<task>.jsonl, each with GiGPO's step group: the same model's attempts at the task;
 5. `depgpo report --counterfactuals counterfactual/*.jsonl --name tb2 --out report/`: the scores of every weighting
    with task-resampled intervals; summary.json with the counts of each step.
@@ -152,9 +154,10 @@ def counterfactuals(task: str, rows: list[dict], cf_dir: Path, args) -> None:
             continue
         code, stdout, stderr, seconds = run(
             [*DEPGPO, "counterfactual", row["trajectory"], "--task", str(args.tasks_dir / task),
-             "--format", "json", "--removals", str(args.removals), "--seed", str(args.seed), "--timeout",
-             str(args.timeout), "--out", str(cf_dir / row["trial"]), f"agent.workers={args.workers}"],
-            (args.removals + 4) * 40 * args.timeout)
+             "--format", "json", "--removals", str(args.removals), "--seed", str(args.seed), "--subsets",
+             str(args.subsets), "--timeout", str(args.timeout), "--out", str(cf_dir / row["trial"]),
+             f"agent.workers={args.workers}"],
+            (args.removals + args.subsets + 4) * 40 * args.timeout)
         lines = [line for line in stdout.splitlines() if line.startswith("{")]
         with sink_path.open("a") as sink:
             for line in lines:
@@ -253,6 +256,8 @@ def main() -> int:
     parser.add_argument("--cf-pass", type=int, default=3, help="counterfactuals of reproduced successes per task")
     parser.add_argument("--cf-fail", type=int, default=1, help="counterfactuals of reproduced failures per task")
     parser.add_argument("--removals", type=int, default=8)
+    parser.add_argument("--subsets", type=int, default=8,
+                        help="replays of subsets per success for its minimal sufficient set (counterfactual --subsets)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per command")
     parser.add_argument("--workers", type=int, default=2, help="agent.workers of each counterfactual")
     parser.add_argument("--seed", type=int, default=0)

@@ -93,8 +93,9 @@ def test_necessity_is_what_leave_one_out_replays_give(counterfactuals, name, com
 def test_the_json_holds_what_the_scores_need(counterfactuals):
     _, result = counterfactuals["copy-value"]
     assert len(result["step_factors"]) == len(result["turn_credit"]) == 4
-    # (a) and its repeat, (b) per command, (c); no (d) replay where the task cannot be redrawn
-    assert result["cost"]["replays"] == 2 + 4 + 1
+    # (a) and its repeat, (b) per command, (c); no (d) replay where the task cannot be redrawn; (e) the necessary
+    # commands alone, which suffice (nothing is redundant)
+    assert result["cost"]["replays"] == 2 + 4 + 1 + 1 and result["sufficient_set"]["replays"] == 1
     assert result["reward_repeat"] == 1.0 and result["reproducible"] is True
     assert result["cost"]["seconds"] > 0 and result["fidelity"]["reward_replayed"] == 1.0
     assert result["trajectory"] is None  # no --out: the replay (a) was not kept
@@ -172,7 +173,7 @@ def test_a_removal_budget_removes_the_credited_commands_and_a_weighted_sample_of
             assert c["necessary"] == (expected + [False, False])[c["index"]]
         else:
             assert c["reward_without"] is None
-    assert result["cost"]["replays"] == 2 + len(removed) + 1
+    assert result["cost"]["replays"] == 2 + len(removed) + 1 + result["sufficient_set"]["replays"]
 
     # The report's scores read it: the sampled trajectory counts, weighted.
     from depgpo.report.scores import read_counterfactuals, score_frame, weightings

@@ -51,6 +51,10 @@ def test_sample_replays_both_outcomes_and_scores_them(tmp_path, monkeypatch):
     # GiGPO's group: the three rollouts of the task in the update file, the success the middle one.
     assert objects[0]["gigpo_group"]["member"] == 1 and objects[0]["gigpo_group"]["rewards"] == [0.0, 1.0, 0.0]
 
+    # (e): the success gets its minimal sufficient set, holding every necessary command; a failure none.
+    found = objects[0]["sufficient_set"]
+    assert found["complete"] and {c["index"] for c in objects[0]["commands"] if c["necessary"]} <= set(found["kept"])
+    assert objects[1]["sufficient_set"] is None and objects[1]["sufficient_set_note"].startswith("not a success")
     results = read_counterfactuals(out)
     frame = score_frame(results, weightings([0.25]))
     # Full DepGPO recomputed on the kept replay gives the q the counterfactual itself reported.
@@ -59,7 +63,8 @@ def test_sample_replays_both_outcomes_and_scores_them(tmp_path, monkeypatch):
     assert fallback is None and scores == pytest.approx([c["credit"] for c in objects[0]["commands"]])
     # Every necessary command of the oracle is credited (docs/replay.md#cost found the same), and the step-factor
     # mass on necessary turns is at least uniform's share.
-    success_rows = frame[frame.outcome == "success"]
+    success_rows = frame[(frame.outcome == "success") & (frame.label == "necessary")]
+    assert (frame.label == "in_sufficient_set").sum() == len(weightings([0.25]))  # the success, scored twice
     full = summarise(success_rows[success_rows.weighting == "depgpo"])
     uniform = summarise(success_rows[success_rows.weighting == "uniform"])
     # In its group the success's turns that share the failures' states get a positive step advantage: defined.

@@ -34,6 +34,9 @@ def add_counterfactual(parser: argparse.ArgumentParser) -> None:
                         help="at most N replays without one command for a trajectory longer than N: every credited "
                              "command and a seeded sample of the others, each weighted (default: every command)")
     parser.add_argument("--seed", type=int, default=0, help="the seed of the --removals sample (default 0)")
+    parser.add_argument("--subsets", type=int, default=None, metavar="N",
+                        help="at most N replays of subsets per success for its minimal sufficient set (0: only what "
+                             "the other replays tell; default: as many as the search takes)")
 
 
 def _common(parser: argparse.ArgumentParser, what: str) -> None:
@@ -85,6 +88,8 @@ def run_counterfactual(args: argparse.Namespace) -> int:
 
     if args.removals is not None and args.removals < 1:
         return _bad(args, f"--removals {args.removals}: must be at least 1 (leave it out to remove every command)")
+    if args.subsets is not None and args.subsets < 0:
+        return _bad(args, f"--subsets {args.subsets}: must be 0 or more (leave it out for no bound)")
     agent, sources, status = _prepare(args)
     if agent is None:
         return status
@@ -94,7 +99,7 @@ def run_counterfactual(args: argparse.Namespace) -> int:
         try:
             _task(args)
             result, lines = counterfactual(source, args.task, agent.episode, agent.credit, agent.workers, out,
-                                           args.removals, args.seed)
+                                           args.removals, args.seed, args.subsets)
         except (ReplayError, ValueError) as error:
             status = _bad(args, _named(source.name, error))
             continue

@@ -10,7 +10,9 @@ The plan, each a replay from the task's initial state (run.run_commands), side b
   (c) only the commands DepGPO credits (q > 0): the credit is *sufficient* when this earns (a)'s reward;
   (d) for each credited read (info > 0), all commands in the task drawn with other values for what the read
       showed (perturb.py): a lower reward says the outcome depended on what the agent saw. Where the task cannot be
-      redrawn, reward_perturbed is null and `perturbation` says why.
+      redrawn, reward_perturbed is null and `perturbation` says why;
+  (e) on a reproducible success, a minimal sufficient set of commands from replays of subsets (subsets.py), the
+      label that sees what (b) cannot: of two writes that each suffice, it keeps one. `subset_budget` bounds it.
 
 The result is one JSON object per trajectory, with per command everything the scores need (q, its parts, its turn,
 the step factors, reward_without, necessary), so precision, recall, AUROC and step-factor mass can be computed from
@@ -23,13 +25,14 @@ import math
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from depgpo.agent.loop import map_in_threads
 from depgpo.credit import CreditConfig, credit_with_fallback
 from depgpo.env.episode import EpisodeConfig
-from depgpo.replay import perturb
+from depgpo.replay import perturb, subsets
 from depgpo.replay.run import problems, replay, run_commands
 from depgpo.replay.source import ReplaySource
 from depgpo.tasks import load_task
@@ -37,7 +40,7 @@ from depgpo.tasks import load_task
 
 @dataclass(frozen=True)
 class Variant:
-    kind: str                 # repeat | without | credited | perturbed
+    kind: str                 # repeat | without | credited | perturbed | subset
     keep: tuple[int, ...]     # indices of (a)'s commands that this replay runs
     index: int | None = None  # the command it is about (without, perturbed)
     task_dir: Path | None = None  # perturbed: the redrawn task
@@ -83,10 +86,11 @@ def plan(trajectory: dict, credit, work: Path, removals: int | None = None,
 
 def counterfactual(source: ReplaySource, task_dir: Path, episode: EpisodeConfig, credit_config: CreditConfig,
                    workers: int, out_dir: Path | None = None, removals: int | None = None,
-                   seed: int = 0) -> tuple[dict, list[str]]:
+                   seed: int = 0, subset_budget: int | None = None) -> tuple[dict, list[str]]:
     """The counterfactual object of one source, and the lines to tell the user (hung commands, divergence).
-    `removals`: the budget of (b) replays for a long trajectory (removal_weights). Raises ReplayError (from
-    run.check_replayable) when it cannot be replayed at all."""
+    `removals`: the budget of (b) replays for a long trajectory (removal_weights); `subset_budget`: of (e)'s new
+    replays (None: as many as the search takes). Raises ReplayError (from run.check_replayable) when it cannot be
+    replayed at all."""
     started = time.monotonic()
     task = load_task(task_dir)
     with tempfile.TemporaryDirectory(prefix="depgpo-counterfactual-") as scratch:
@@ -104,7 +108,8 @@ def counterfactual(source: ReplaySource, task_dir: Path, episode: EpisodeConfig,
             return result["verifier"]["reward"]
 
         rewards = list(map_in_threads(run, variants, workers))
-    result = _result(source, full, credit, variants, rewards, notes, weights, time.monotonic() - started)
+        found = _sufficient_set(full, variants, rewards, run, subset_budget)
+    result = _result(source, full, credit, variants, rewards, notes, weights, time.monotonic() - started, found)
     lines = problems(source, full, episode.command_timeout_s)
     if not result["reproducible"]:
         lines.append(f"{source.name}: the replay's reward is not reproducible ({result['reward']} then "
@@ -115,9 +120,30 @@ def counterfactual(source: ReplaySource, task_dir: Path, episode: EpisodeConfig,
     return result, lines
 
 
-def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], rewards: list, notes: dict,
-            weights: list[float], seconds: float) -> dict:
+def _sufficient_set(full: dict, variants: list[Variant], rewards: list, run: Callable[[Variant], float | None],
+                    budget: int | None) -> subsets.SufficientSet | str:
+    """(e) on a reproducible success, from what (a)-(c) replayed; else why not."""
     reward = full["verifier"]["reward"]
+    repeated = next(r for v, r in zip(variants, rewards) if v.kind == "repeat")
+    if not reward or reward <= 0:
+        return "not a success: with reward 0 every subset, the empty one too, earns it"
+    if repeated != reward:
+        return "not reproducible: a subset's reward could not be told from noise"
+    n = len(full["commands"])
+    known = {tuple(sorted(v.keep)): not _lower(r, reward) for v, r in zip(variants, rewards)
+             if v.kind in ("without", "credited")}
+    necessary: list[bool | None] = [None] * n
+    for v, r in zip(variants, rewards):
+        if v.kind == "without":
+            necessary[v.index] = _lower(r, reward)
+    return subsets.search(n, necessary, lambda keep: not _lower(run(Variant("subset", keep)), reward), known,
+                          budget)
+
+
+def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], rewards: list, notes: dict,
+            weights: list[float], seconds: float, found: subsets.SufficientSet | str) -> dict:
+    reward = full["verifier"]["reward"]
+    searched = isinstance(found, subsets.SufficientSet)
     without = {v.index: r for v, r in zip(variants, rewards) if v.kind == "without"}
     perturbed = {v.index: r for v, r in zip(variants, rewards) if v.kind == "perturbed"}
     credited_reward = next(r for v, r in zip(variants, rewards) if v.kind == "credited")
@@ -134,7 +160,7 @@ def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], r
             "direct": c.direct if c else 0.0, "indirect": c.indirect if c else 0.0, "info": c.info if c else 0.0,
             "is_write": c.is_write if c else None,
             "reward_without": without.get(k), "necessary": _lower(without[k], reward) if k in without else None,
-            "weight": weights[k],
+            "weight": weights[k], "in_sufficient_set": found.labels[k] if searched else None,
             "credited_read": read, "reward_perturbed": perturbed.get(k) if read else None,
             "perturbation": notes.get(k) if read else None,
         })
@@ -147,7 +173,9 @@ def _result(source: ReplaySource, full: dict, credit, variants: list[Variant], r
         "commands": commands, "fidelity": full["replay"]["fidelity"],
         "unreplayable": full["replay"]["unreplayable"],
         "removal_sample": _sample_sizes(weights),
-        "cost": {"replays": 1 + len(variants), "seconds": round(seconds, 3),
+        "sufficient_set": {"kept": list(found.kept), "complete": found.complete, "replays": found.replays}
+        if searched else None, "sufficient_set_note": None if searched else found,
+        "cost": {"replays": 1 + len(variants) + (found.replays if searched else 0), "seconds": round(seconds, 3),
                  "seconds_per_command": round(seconds / max(1, len(commands)), 3)},
     }
 
@@ -167,14 +195,24 @@ def format_table(result: dict) -> str:
     lines = [f"== {result['source']} (task {result['task']}): reward {result['reward']}, credited only "
              f"{result['reward_credited_only']} ({'sufficient' if result['sufficient'] else 'not sufficient'}); "
              f"{result['cost']['replays']} replays in {result['cost']['seconds']} s",
-             f"{'idx':>3} {'q':>6} {'without':>7} {'necessary':>9} {'perturbed':>9}  command"]
+             _set_line(result),
+             f"{'idx':>3} {'q':>6} {'without':>7} {'necessary':>9} {'in set':>6} {'perturbed':>9}  command"]
     for c in result["commands"]:
         perturbed = "-" if not c["credited_read"] else "n/a" if c["reward_perturbed"] is None \
             else f"{c['reward_perturbed']:g}"
         first = (c["text"].splitlines() or [""])[0][:60]
         without = "-" if c["necessary"] is None else f"{c['reward_without']:g}"
-        lines.append(f"{c['index']:>3} {c['credit']:>6.3f} {without:>7} {str(c['necessary']):>9} "
+        in_set = "-" if c.get("in_sufficient_set") is None else str(c["in_sufficient_set"])
+        lines.append(f"{c['index']:>3} {c['credit']:>6.3f} {without:>7} {str(c['necessary']):>9} {in_set:>6} "
                      f"{perturbed:>9}  {first}")
     for item in result["unreplayable"]:
         lines.append(f"    not replayed (turn {item['turn']}, {item['kind']}): {item['detail']}")
     return "\n".join(lines)
+
+
+def _set_line(result: dict) -> str:
+    found = result.get("sufficient_set")
+    if found is None:
+        return f"minimal sufficient set: none ({result.get('sufficient_set_note')})"
+    state = "" if found["complete"] else ", incomplete: the --subsets budget ran out"
+    return f"minimal sufficient set: {found['kept']} ({found['replays']} replays of subsets{state})"

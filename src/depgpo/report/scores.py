@@ -16,7 +16,9 @@ group when counterfactual-sample kept it, else the trajectory alone: _gigpo).
 The label is the counterfactual's: a command of a trajectory with reward > 0 is labelled when it is *necessary*
 (removing it lowered the reward); a command of a failed trajectory (reward 0) when it is *harmful* (removing it
 raised the reward), since removing a command cannot lower a reward of 0. The two outcomes are scored apart, never
-pooled. Per weighting and outcome:
+pooled. A success whose object holds a minimal sufficient set (counterfactual (e), replay.subsets) is scored a
+second time, against it: a command is labelled when it is in the set, the label that sees redundancy (of two writes
+that each suffice, removal labels neither, the set one). Per weighting, outcome and label:
 
     precision   labelled commands among those with a positive score
     recall      commands with a positive score among the labelled
@@ -37,9 +39,7 @@ every turn's label and counts only trajectories whose commands were all removed.
 
 from __future__ import annotations
 
-import json
 import math
-import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,13 +48,16 @@ import pandas as pd
 
 from depgpo.algos.advantages import anchor_group_advantages, discounted_returns
 from depgpo.credit import VARIANTS, CreditConfig, credit_with_fallback
-from depgpo.report.load import BadInput, read_jsonl, turn_anchors
+from depgpo.report.load import turn_anchors
+# Re-exported: report.corpus, report.disagreements and the tests read the objects through this module.
+from depgpo.report.score_input import FIX, Counterfactual, read_counterfactuals  # noqa: F401
 from depgpo.report.stats import cluster_ratio_bootstrap
 
 METRICS = ("precision", "recall", "auroc", "mass")
-OUTCOMES = {"success": "necessary", "failure": "harmful"}  # outcome -> what a labelled command is
+OUTCOMES = {"success": "necessary", "failure": "harmful"}  # outcome -> what its removal label marks
+SUBSET_LABEL = "in_sufficient_set"  # a success's second label: in the minimal sufficient set (e)
+SCORED = (("success", "necessary"), ("success", SUBSET_LABEL), ("failure", "harmful"))  # the table's column groups
 GIGPO_GAMMA = 0.95  # GiGPO's discount (algos.advantages.compute_gigpo_advantage's default, config/method/gigpo.yaml)
-FIX = "rewrite it with `depgpo counterfactual TRAJ --task TASK_DIR --format json --out DIR`"
 
 
 @dataclass(frozen=True)
@@ -78,112 +81,6 @@ def weightings(betas: list[float] | tuple[float, ...] = ()) -> list[Weighting]:
                           CreditConfig(survival_after_rewrite="reset")))
     return rows + [Weighting("uniform", "GRPO (uniform)", "uniform"), Weighting("last", "Last command only", "last"),
                    Weighting("gigpo", "GiGPO step advantage", "gigpo")]
-
-
-# ---------------------------------------------------------------------- reading
-
-
-@dataclass
-class Counterfactual:
-    path: str         # the file and line, for messages
-    task: str
-    reward: float     # (a)'s reward; an unverified replay counts as 0
-    reproducible: bool
-    commands: list[dict]  # index, turn, necessary, reward_without
-    trajectory: dict  # the kept replay (a)
-    gigpo_group: dict | None = None  # counterfactual-sample: the logged group's anchor_keys, rewards, member
-    removal_sample: tuple[int, int] | None = None  # --removals: (uncredited commands, how many were removed)
-
-
-def read_counterfactuals(path: Path) -> list[Counterfactual]:
-    """The objects of one `depgpo counterfactual --format json` output (one a line, or one JSON document), with
-    their kept replays. Raises BadInput naming the file, line, field and fix."""
-    path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        documents = document if isinstance(document, list) else [document]
-    except json.JSONDecodeError:  # several lines, as the CLI prints them
-        documents = read_jsonl(path)
-    return [_counterfactual(f"{path} line {number}", path, document)
-            for number, document in enumerate(documents, start=1)]
-
-
-def _counterfactual(where: str, path: Path, document) -> Counterfactual:
-    def bad(field: str, problem: str) -> BadInput:
-        return BadInput(f"{where}: {field}: {problem}; {FIX}")
-
-    if not isinstance(document, dict):
-        raise bad("(object)", f"expected a counterfactual object, got {type(document).__name__}")
-    if not isinstance(document.get("task"), str):
-        raise bad("task", "missing or not a string")
-    reward = document.get("reward", "absent")
-    if reward is not None and not _number(reward):
-        raise bad("reward", f"expected a number or null, got {reward!r}")
-    if not isinstance(document.get("reproducible"), bool):
-        raise bad("reproducible", "missing or not true/false")
-    commands = document.get("commands")
-    if not isinstance(commands, list) or not commands:
-        raise bad("commands", "missing, empty or not a list")
-    for k, command in enumerate(commands):
-        removed = not isinstance(command, dict) or command.get("weight", 1.0) != 0  # weight 0: not removed (--removals)
-        for field, check in (("index", _integer), ("turn", _integer), ("weight", lambda v: _number(v) and v >= 0),
-                             ("necessary", _boolean if removed else lambda v: v is None),
-                             ("reward_without", lambda v: v is None or _number(v))):
-            if not isinstance(command, dict) or not check(command.get(field, 1.0 if field == "weight" else ...)):
-                value = command.get(field, "absent") if isinstance(command, dict) else command
-                raise bad(f"commands[{k}].{field}", f"missing or of the wrong type ({value!r})")
-    kept = document.get("trajectory")
-    if not isinstance(kept, str):
-        raise bad("trajectory", "null or missing: the scores need the kept replay (a), written only with --out")
-    trajectory_path = _resolve(Path(kept), path)
-    if trajectory_path is None:
-        raise bad("trajectory", f"{kept} does not exist (a relative path is read from {path.parent}, then from "
-                                "the working directory)")
-    try:
-        trajectory = json.loads(trajectory_path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise bad("trajectory", f"{trajectory_path} is not a readable trajectory.json ({error})") from error
-    if not isinstance(trajectory, dict) or len(trajectory.get("commands") or []) != len(commands):
-        raise bad("trajectory", f"{trajectory_path} does not hold the replay's {len(commands)} commands")
-    group = document.get("gigpo_group")
-    if group is not None and not _is_group(group):
-        raise bad("gigpo_group", "expected null or {\"anchor_keys\": [[str, ...] per member], \"rewards\": "
-                                 "[number per member], \"member\": index}")
-    sample = document.get("removal_sample")
-    if sample is not None and not (isinstance(sample, dict) and _integer(sample.get("others"))
-                                   and _integer(sample.get("drawn")) and 0 < sample["drawn"] <= sample["others"]):
-        raise bad("removal_sample", "expected null or {\"others\": N, \"drawn\": K} with 0 < K <= N")
-    return Counterfactual(where, document["task"], float(reward or 0.0), document["reproducible"], commands,
-                          trajectory, group, None if sample is None else (sample["others"], sample["drawn"]))
-
-
-def _is_group(group) -> bool:
-    if not isinstance(group, dict):
-        return False
-    anchors, rewards, member = group.get("anchor_keys"), group.get("rewards"), group.get("member")
-    return (isinstance(anchors, list) and all(isinstance(a, list) and all(isinstance(k, str) for k in a)
-                                              for a in anchors)
-            and isinstance(rewards, list) and len(rewards) == len(anchors) and all(map(_number, rewards))
-            and _integer(member) and member < len(anchors))
-
-
-def _resolve(kept: Path, source: Path) -> Path | None:
-    for candidate in ([kept] if kept.is_absolute() else [source.parent / kept, kept]):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _integer(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _boolean(value) -> bool:
-    return isinstance(value, bool)
 
 
 # ---------------------------------------------------------------------- weights
@@ -276,25 +173,38 @@ def trajectory_counts(scores: list[float], turn_weights: list[float], turns: lis
             "mass_den": sum(turn_weights) if whole else 0.0}
 
 
+def label_sets(result: Counterfactual) -> list[tuple[str, str, list[bool], list[float], tuple[int, int] | None]]:
+    """(outcome, label, each command's label, its weight, the removal sample) for every label the trajectory has:
+    the removal label (necessary or harmful, weighted by the chance of removal), and for a success with (e) the
+    minimal sufficient set's (weight 0 where the --subsets budget left a command undecided)."""
+    outcome, labelled = labels(result)
+    sets = [(outcome, OUTCOMES[outcome], labelled, [float(c.get("weight", 1.0)) for c in result.commands],
+             result.removal_sample)]
+    if outcome == "success" and result.in_sufficient_set is not None:
+        sets.append((outcome, SUBSET_LABEL, [bool(x) for x in result.in_sufficient_set],
+                     [0.0 if x is None else 1.0 for x in result.in_sufficient_set], None))
+    return sets
+
+
 def score_frame(results: list[Counterfactual], weighting_list: list[Weighting]) -> pd.DataFrame:
-    """One row per (weighting, trajectory): task, outcome, commands, labelled, fallback, the metrics' counts;
-    undefined (GiGPO) rows have NaN counts. Unreproducible trajectories are left out (table_scores counts them)."""
+    """One row per (weighting, trajectory, label): task, outcome, label, commands, labelled, fallback, the metrics'
+    counts; undefined (GiGPO) rows have NaN counts. Unreproducible trajectories are left out (table_scores counts
+    them)."""
     rows = []
     for number, result in enumerate(r for r in results if r.reproducible):
-        outcome, labelled = labels(result)
         turns = [c["turn"] for c in result.commands]
+        sets = label_sets(result)
         for weighting in weighting_list:
-            row = {"weighting": weighting.name, "trajectory": number, "source": result.path, "task": result.task,
-                   "outcome": outcome, "commands": len(turns), "labelled": sum(labelled), "fallback": None,
-                   "defined": False}
-            computed = weights(weighting, result)
-            if computed is not None:
-                scores, turn_weights, fallback = computed
-                row.update(trajectory_counts(scores, turn_weights, turns, labelled,
-                                             [float(c.get("weight", 1.0)) for c in result.commands],
-                                             result.removal_sample),
-                           fallback=fallback, defined=True)
-            rows.append(row)
+            computed = weights(weighting, result)  # once for every label: DepGPO's credit is the costly part
+            for outcome, label, labelled, sample_weights, sample in sets:
+                row = {"weighting": weighting.name, "trajectory": number, "source": result.path, "task": result.task,
+                       "outcome": outcome, "label": label, "commands": len(turns), "labelled": sum(labelled),
+                       "fallback": None, "defined": False}
+                if computed is not None:
+                    scores, turn_weights, fallback = computed
+                    row.update(trajectory_counts(scores, turn_weights, turns, labelled, sample_weights, sample),
+                               fallback=fallback, defined=True)
+                rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -318,7 +228,9 @@ def summarise(frame: pd.DataFrame) -> dict[str, Score]:
 
 COUNTERFACTUAL_GLOB = "counterfactual/*.jsonl"  # under {model}/{data}: rule `counterfactual` (docs/pipeline.md)
 METRIC_LABELS = {"precision": "Precision", "recall": "Recall", "auroc": "AUROC", "mass": "Mass on labelled"}
-OUTCOME_LABELS = {"success": "Successes (necessary)", "failure": "Failures (harmful)"}
+GROUP_LABELS = {("success", "necessary"): "Successes (necessary)",
+                ("success", SUBSET_LABEL): "Successes (in minimal sufficient set)",
+                ("failure", "harmful"): "Failures (harmful)"}
 
 
 def scored(tree, focal) -> tuple[pd.DataFrame, list[str]]:
@@ -365,6 +277,11 @@ def frame_and_notes(results: list[Counterfactual], paths: list[Path],
     if sampled:
         notes.append(f"{len(sampled)} trajectories replayed under a removal budget (--removals): counts weighted by "
                      "the inverse chance of removal; their turns are left out of the mass")
+    subset = [r for r in results if r.reproducible and r.in_sufficient_set is not None]
+    if subset:
+        undecided = sum(None in r.in_sufficient_set for r in subset)
+        notes.append(f"{len(subset)} successes carry a minimal sufficient set (replays of subsets), scored as a "
+                     f"second label; {undecided} of them left commands undecided (--subsets budget), unlabelled")
     if not swept:
         notes.append("no β-sweep run in the results tree: the β rows are the config's `betas` "
                      f"({', '.join(f'{b:g}' for b in betas if b != CreditConfig().beta)}; "
@@ -391,16 +308,16 @@ def scores_table(frame: pd.DataFrame, notes: list[str]):
     labels_of = {w.name: w.label for w in weightings([float(n.removeprefix("depgpo_beta")) for n in names
                                                       if n.startswith("depgpo_beta")])}
     cells, numbers = {}, []
-    for outcome in OUTCOMES:
+    for outcome, label in SCORED:
         for name in names:
-            part = frame[(frame.weighting == name) & (frame.outcome == outcome)]
+            part = frame[(frame.weighting == name) & (frame.outcome == outcome) & (frame.label == label)]
             if part.empty:
                 continue
             summary = summarise(part)
             for metric, score in summary.items():
-                cells[(labels_of[name], (OUTCOME_LABELS[outcome], METRIC_LABELS[metric]))] = \
+                cells[(labels_of[name], (GROUP_LABELS[outcome, label], METRIC_LABELS[metric]))] = \
                     NOT_AVAILABLE if math.isnan(score.value) else _shown(score)
-                numbers.append({"weighting": name, "outcome": outcome, "label": OUTCOMES[outcome], "metric": metric,
+                numbers.append({"weighting": name, "outcome": outcome, "label": label, "metric": metric,
                                 "value": score.value, "ci_low": score.low, "ci_high": score.high,
                                 "n_trajectories": int(part.defined.sum()),
                                 "n_tasks": part[part.defined].task.nunique(),
@@ -408,24 +325,26 @@ def scores_table(frame: pd.DataFrame, notes: list[str]):
                                 "n_labelled": int(part[part.defined].labelled.sum()),
                                 "undefined": int((~part.defined).sum()),
                                 "fallbacks": int(part.fallback.notna().sum())})
-    present = {column for _, column in cells}  # an outcome without a trajectory gets no columns
-    columns = pd.MultiIndex.from_tuples([(OUTCOME_LABELS[o], METRIC_LABELS[m]) for o in OUTCOMES for m in METRICS
-                                         if (OUTCOME_LABELS[o], METRIC_LABELS[m]) in present])
+    present = {column for _, column in cells}  # a label without a trajectory gets no columns
+    columns = pd.MultiIndex.from_tuples([(GROUP_LABELS[key], METRIC_LABELS[m]) for key in SCORED for m in METRICS
+                                         if (GROUP_LABELS[key], METRIC_LABELS[m]) in present])
     table = pd.DataFrame([[cells.get((labels_of[n], column), NOT_AVAILABLE) for column in columns] for n in names],
                          index=[labels_of[n] for n in names], columns=columns)
     table.index.name = "Weighting"
     numbers = pd.DataFrame(numbers)
-    gigpo = frame[frame.weighting == "gigpo"]
+    removal = frame[frame.label != SUBSET_LABEL]  # one row per (weighting, trajectory) for the counts below
+    gigpo = removal[removal.weighting == "gigpo"]
     notes = notes + [f"GiGPO defined for {int(gigpo.defined.sum())} of {len(gigpo)} trajectories: elsewhere every "
                      "step advantage is 0 (the group's rollouts earned the same, or, without the logged group, the "
                      "trajectory revisits no state with another return)"]
-    fallbacks = frame[frame.fallback.notna()].groupby("weighting").size()
+    fallbacks = removal[removal.fallback.notna()].groupby("weighting").size()
     if len(fallbacks):
         notes.append("fell back to unit factors, nothing credited (trajectories): "
                      + ", ".join(f"{name} {count}" for name, count in fallbacks.items()))
     caption = ("Credit weightings against counterfactual replays: precision and recall of a positive score for the "
-               "label (successes: necessary, removing the command lowered the reward; failures: harmful, removing "
-               "it raised the reward), AUROC of the score over the (labelled, unlabelled) command pairs of a "
+               "label (successes: necessary, removing the command lowered the reward, and in the minimal "
+               "sufficient set that replays of subsets found; failures: harmful, removing it raised the reward), "
+               "AUROC of the score over the (labelled, unlabelled) command pairs of a "
                "trajectory (ties half), and the share of the step-factor mass on turns holding a labelled command; "
                "each a ratio of sums with its 95% interval from a bootstrap that resamples tasks "
                "(docs/replay.md#scores). –: undefined (no positive score, no pair, or no trajectory)")
@@ -453,14 +372,17 @@ def scores_figure(table, title: str):
     figure = Figure(figsize=(11, 0.35 * len(names) + 1.6), layout="constrained")
     axes = figure.subplots(1, len(METRICS), sharey=True)
     for ax, metric in zip(axes, METRICS):
-        for shift, (outcome, colour) in zip((-0.15, 0.15), (("success", "tab:blue"), ("failure", "tab:orange"))):
-            part = numbers[(numbers.metric == metric) & (numbers.outcome == outcome)].set_index("weighting")
+        for shift, key, colour in zip((-0.2, 0.0, 0.2), SCORED, ("tab:blue", "tab:green", "tab:orange")):
+            part = numbers[(numbers.metric == metric) & (numbers.outcome == key[0])
+                           & (numbers.label == key[1])].set_index("weighting")
+            if part.empty:
+                continue
             part = part.reindex(names)
             y = np.arange(len(names)) + shift
             low = (part.value - part.ci_low).clip(lower=0).fillna(0)
             high = (part.ci_high - part.value).clip(lower=0).fillna(0)
             ax.errorbar(part.value, y, xerr=[low, high], fmt="o", color=colour, markersize=3, capsize=2,
-                        label=OUTCOME_LABELS[outcome])
+                        label=GROUP_LABELS[key])
         ax.set_xlim(-0.05, 1.05)
         ax.set_title(METRIC_LABELS[metric], fontsize=9)
         ax.grid(axis="x", alpha=0.3)
