@@ -304,14 +304,21 @@ class SandboxLayout:
 # runs `test -e MARK_DIR/K/RC/NONCE`, which puts a failed newfstatat in the trace (the command boundary) and prints
 # a record separator line with the nonce to the PTY (completion + exit code; shell.py). readonly -f: a model command
 # cannot redefine the marker. disable-completion: a TAB in a command (a Makefile, Rust source in a heredoc) is a TAB,
-# not a request to complete a file name.
+# not a request to complete a file name. PROMPT_COMMAND prints the prompt hint (`\x1eDEPGPO-PROMPT $!\x1e`) before
+# each prompt: the harness types the marker only then, so no program the command left reading the terminal eats it,
+# and `$!` tells it the command started a background job to settle (shell.py). Readonly and exported: a nested bash
+# prints it too; bash keeps `$?` and `$_` across it.
 BASHRC = r"""
-PS1='' PS2='' PROMPT_COMMAND=''
+PS1='' PS2=''
 set +o history
 bind 'set disable-completion on' 2>/dev/null
 __depgpo_mark() { local rc=$?; test -e "%(mark_dir)s/$1/$rc/$2"; printf '\036DEPGPO %%s %%s %%s\036\n' "$1" "$2" "$rc"; }
-readonly -f __depgpo_mark
-export -f __depgpo_mark
+__depgpo_prompt() { printf '\036DEPGPO-PROMPT %%s\036' "$!"; }
+readonly -f __depgpo_mark __depgpo_prompt
+export -f __depgpo_mark __depgpo_prompt
+PROMPT_COMMAND=__depgpo_prompt
+readonly PROMPT_COMMAND
+export PROMPT_COMMAND
 """ % {"mark_dir": MARK_DIR}
 
 

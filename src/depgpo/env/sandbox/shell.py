@@ -8,6 +8,18 @@ also eaten the marker, and the harness's recovery types a new one). Marker lines
 observation. A command that outlives its time is interrupted the way a person at a terminal would: C-c, then C-d,
 then the PTY's foreground job is killed.
 
+Observations do not depend on the machine's load (docs/sandbox.md#observations):
+- The marker is typed once bash is back at its prompt: its PROMPT_COMMAND prints a hint `\\x1eDEPGPO-PROMPT $!\\x1e`
+  (layout.BASHRC). Typed with the command, a REPL the command left running read it and answered with the random
+  nonce in its error (and the harness's keystrokes met it at a load-dependent point). The hint is only a hint: one
+  a command prints itself types the marker early, as before, and the nonce still decides. Where the last command
+  ended without one (a nested shell that prints none), the marker is typed with the command, as before.
+- Background jobs the command started (its `$!` changed, or bash has children it lacked before) are settled: the
+  harness waits up to JOB_SETTLE_S until bash has reaped them, then types an empty line so that bash prints its job
+  notices, then the marker. Their output and "[1]+ Done" land before the marker, not on whichever side load put them.
+- A command that times out shows what it printed up to its deadline and then a fixed line (timeout_notice); what
+  the recovery's keystrokes drew from it afterwards is dropped.
+
 Output is handled in linear time: the marker is searched for only in new bytes, and of a huge output only a head
 and a tail are kept (the observation is cut to OBSERVATION_LIMIT anyway).
 """
@@ -40,6 +52,17 @@ _OWN_MARK_LINE_RE = re.compile(r"^.*__depgpo_mark -?\d+ [0-9a-f]{16}.*\n?", re.M
 # Terminal control sequences (colours, cursor moves): a tmux pane capture shows the rendered text, not these.
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
 
+# What bash's PROMPT_COMMAND prints before each prompt, with `$!` (layout.BASHRC); never part of an observation.
+_PROMPT_RE = re.compile(rb"\x1eDEPGPO-PROMPT (\d*)\x1e")
+JOB_SETTLE_S = 1.0    # longest wait for the background jobs a command started before its marker is typed
+PROMPT_WAIT_S = 2.0   # longest wait for a prompt (or a marker typed at one) that should follow at once
+
+
+def timeout_notice(timeout_s: float) -> str:
+    """The fixed words a timed-out command's observation ends with: the same whatever the load."""
+    return (f"[the command did not finish within {timeout_s:g} s and was interrupted (C-c, then C-d or a kill if "
+            "needed); output after that point is not shown]\n")
+
 
 @dataclass
 class CommandOutput:
@@ -70,16 +93,26 @@ class _Output:
         self.data = bytearray()
         self.searched = 0   # data[:searched] holds no complete marker
         self.omitted = 0
+        self.prompts: list[tuple[int, bytes]] = []  # (end offset, $!) of each prompt hint in data
+        self._scanned = 0   # data[:_scanned] holds no prompt hint not yet in prompts
 
     def append(self, chunk: bytes) -> None:
         self.data += chunk
+        end = 0
+        for m in _PROMPT_RE.finditer(self.data, self._scanned):  # each new byte scanned once, plus an overlap
+            self.prompts.append((m.end(), m.group(1)))
+            end = m.end()
+        self._scanned = max(end, len(self.data) - _MARK_MAX)
         if len(self.data) > 3 * KEEP_BYTES:  # drop the middle, keep the unsearched end
             cut_end = len(self.data) - KEEP_BYTES
             cut_end = min(cut_end, max(self.searched - _MARK_MAX, KEEP_BYTES))
             if cut_end > KEEP_BYTES:
-                self.omitted += cut_end - KEEP_BYTES
+                cut = cut_end - KEEP_BYTES
+                self.omitted += cut
                 del self.data[KEEP_BYTES:cut_end]
-                self.searched -= cut_end - KEEP_BYTES
+                self.searched -= cut
+                self._scanned -= cut
+                self.prompts = [(o - cut if o > cut_end else min(o, KEEP_BYTES), p) for o, p in self.prompts]
 
     def find(self, mark: int, nonce: str) -> re.Match | None:
         start = max(0, self.searched - _MARK_MAX)
@@ -93,6 +126,8 @@ class _Output:
         """(bytes before `end`, omitted count); what follows `rest_from` stays for the next command."""
         out, omitted = bytes(self.data[:end]), self.omitted
         rest = self.data[rest_from:] if rest_from is not None else bytearray()
+        self.prompts = [(o - rest_from, p) for o, p in self.prompts if rest_from is not None and o > rest_from]
+        self._scanned = max(0, self._scanned - rest_from) if rest_from is not None else 0
         self.data, self.searched, self.omitted = bytearray(rest), 0, 0
         return out, omitted
 
@@ -118,10 +153,12 @@ class ShellSession:
         self.next_mark = first_command - 1
         self.valid_nonces: set[str] = set()
         self.valid_marks: set[str] = set()  # "K/NONCE" of every marker typed: the trace parser accepts only these
+        self._bash: int | None = None  # host pid of the interactive bash: its children are the jobs to settle
         start = self.run_marked("", timeout_s=startup_timeout_s)
         if start.exit_code is None:
             self.close()
             raise RuntimeError(f"sandbox shell did not start within {startup_timeout_s}s; output: {start.output!r}")
+        self._bash = self.shell_pid()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -140,6 +177,12 @@ class ShellSession:
             return False
         self._out.append(chunk)
         return True
+
+    def _drain(self) -> None:
+        """Read what the PTY holds now, without waiting."""
+        while self.alive() and select.select([self.master], [], [], 0)[0]:
+            if not self._read_available(0):
+                return
 
     def _wait_for_line_editor(self, deadline: float) -> None:
         """Wait until bash's readline holds the terminal (ICANON off) before typing a command. Typed while the
@@ -180,46 +223,116 @@ class ShellSession:
                     return None  # the shell side closed; a marker in its last bytes is taken by the next loop
 
     def run_marked(self, keystrokes: str, timeout_s: float) -> CommandOutput:
-        """Type `keystrokes` (a newline is added if missing), then the marker; wait for it or recover."""
+        """Type `keystrokes` (a newline is added if missing), then, once bash prompts again, the marker; wait for it
+        or recover."""
         mark, self.next_mark = self.next_mark, self.next_mark + 1
         nonce = self._new_nonce(mark)
         start = time.monotonic()
         if keystrokes and not keystrokes.endswith("\n"):
             keystrokes += "\n"
+        # Gated: the prompt that followed the last marker has come (a shell that prints hints is reading).
+        gated = bool(keystrokes) and self._await_prompt(0, start + min(timeout_s, LINE_EDITOR_WAIT_S))
         self._wait_for_line_editor(start + min(timeout_s, LINE_EDITOR_WAIT_S))
-        self._write(keystrokes + _mark_line(mark, nonce))
-        got = self._wait_for_mark(mark, nonce, start + timeout_s)
+        seen, last_bg = len(self._out.prompts), b""
+        jobs_before: set[int] = set()
+        if gated:
+            jobs_before, last_bg = self._jobs(), self._out.prompts[-1][1]
+            self._write(keystrokes)
+            got = self._mark_at_prompt(mark, nonce, seen, last_bg, jobs_before, start + timeout_s)
+        else:
+            self._write(keystrokes + _mark_line(mark, nonce))
+            got = self._wait_for_mark(mark, nonce, start + timeout_s)
         recovery: list[str] = []
-        if got is None:
-            got = self._recover(mark, recovery)
+        late = b""
+        if got is None:  # what was printed up to the deadline counts; it may hold the end after all
+            self._drain()
+            if gated and len(self._out.prompts) > seen:
+                got = self._mark_at_prompt(mark, nonce, seen, last_bg, jobs_before, time.monotonic())
+            elif not gated:
+                got = self._wait_for_mark(mark, nonce, 0.0)
         if got is None:
             output, omitted = self._out.take()
+            got = self._recover(mark, recovery, gated)
+            if not recovery:  # the shell had died: nothing was typed, so all it printed is the command's
+                late = self._out.take()[0]
+            elif got is None:
+                self._out.take()  # what the recovery drew from the command, never an observation
         else:
             output, omitted = got[0], got[2]
-        text = output.decode("utf-8", "replace").replace("\r\n", "\n")
-        text = _ANSI_RE.sub("", text).replace("\r", "")
-        text = _OWN_MARK_LINE_RE.sub("", text)  # marker lines echoed back by a command that read its stdin
-        text = _HEX16_RE.sub(lambda m: "" if m[0] in self.valid_nonces else m[0], text)  # a nonce printed elsewhere
+        text = self._clean(output + late)
+        if recovery:
+            text += ("\n" if text and not text.endswith("\n") else "") + timeout_notice(timeout_s)
         return CommandOutput(output=text, exit_code=got[1] if got and not recovery else None, timed_out=bool(recovery),
                              duration_s=time.monotonic() - start, recovery=recovery, omitted_bytes=omitted)
 
-    def _recover(self, mark: int, steps: list[str]) -> tuple[bytes, int, int] | None:
-        """C-c, then C-d, then SIGKILL of the foreground process group; type a new marker after each."""
+    def _clean(self, output: bytes) -> str:
+        """The observation's text: no prompt hints, control sequences, marker lines or nonces."""
+        text = _PROMPT_RE.sub(b"", output).decode("utf-8", "replace").replace("\r\n", "\n")
+        text = _ANSI_RE.sub("", text).replace("\r", "")
+        text = _OWN_MARK_LINE_RE.sub("", text)  # marker lines echoed back by a command that read its stdin
+        return _HEX16_RE.sub(lambda m: "" if m[0] in self.valid_nonces else m[0], text)  # a nonce printed elsewhere
+
+    def _await_prompt(self, seen: int, deadline: float) -> bool:
+        """Read until the output holds more than `seen` prompt hints; False at the deadline or when the shell died."""
+        while len(self._out.prompts) <= seen:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.alive() or not self._read_available(min(remaining, 0.5)):
+                return len(self._out.prompts) > seen
+        return True
+
+    def _mark_at_prompt(self, mark: int, nonce: str, seen: int, last_bg: bytes, jobs_before: set[int],
+                        deadline: float) -> tuple[bytes, int, int] | None:
+        """Wait for the prompt after the command, settle the jobs it started, type the marker, wait for it."""
+        if not self._await_prompt(seen, deadline):
+            return None
+        began = time.monotonic()
+        if self._out.prompts[-1][1] != last_bg or self._jobs() - jobs_before:
+            self._settle(jobs_before)
+        deadline += time.monotonic() - began  # settling is not the command's time
+        self._write(_mark_line(mark, nonce))
+        return self._wait_for_mark(mark, nonce, max(deadline, time.monotonic() + PROMPT_WAIT_S))
+
+    def _settle(self, jobs_before: set[int]) -> None:
+        """Until bash has reaped the children the command added (at most JOB_SETTLE_S), read their output; then an
+        empty line makes bash print its job notices ("[1]+  Done ...") before the marker, not after it."""
+        end = time.monotonic() + JOB_SETTLE_S
+        while self._jobs() - jobs_before and time.monotonic() < end and self.alive():
+            self._read_available(0.002)
+        seen = len(self._out.prompts)
+        self._write("\n")
+        self._await_prompt(seen, time.monotonic() + PROMPT_WAIT_S)
+
+    def _jobs(self) -> set[int]:
+        """Host pids of the interactive bash's children (its jobs, zombies until it reaps them): one /proc read."""
+        if self._bash is None:
+            return set()
+        try:
+            with open(f"/proc/{self._bash}/task/{self._bash}/children") as fh:
+                return {int(pid) for pid in fh.read().split()}
+        except (OSError, ValueError):
+            return set()
+
+    def _recover(self, mark: int, steps: list[str], gated: bool = False) -> tuple[bytes, int, int] | None:
+        """C-c, then C-d, then SIGKILL of the foreground process group; after each, type a new marker at bash's
+        prompt (gated), else after 0.2 s, as the marker line may have been eaten (by `cat`, a heredoc, a REPL)."""
         for step in ("C-c", "C-d", "kill"):
             if not self.alive():
                 return None
             steps.append(step)
+            seen = len(self._out.prompts)
             if step == "C-c":
                 self._write("\x03")
             elif step == "C-d":
                 self._write("\x04")
             else:
                 self._kill_foreground()
-            time.sleep(0.2)
-            # The marker line may have been eaten (by `cat`, an unterminated heredoc, a REPL): type a new one.
+            if gated and not self._await_prompt(seen, time.monotonic() + PROMPT_WAIT_S) and step != "kill":
+                continue  # still not at the prompt: the next step, without typing into the program
+            if not gated:
+                time.sleep(0.2)
             nonce = self._new_nonce(mark)
-            self._write("\n" + _mark_line(mark, nonce))
-            got = self._wait_for_mark(mark, nonce, time.monotonic() + 2.0)
+            self._write(("" if gated and len(self._out.prompts) > seen else "\n") + _mark_line(mark, nonce))
+            got = self._wait_for_mark(mark, nonce, time.monotonic() + PROMPT_WAIT_S)
             if got is not None:
                 return got
         return None
