@@ -90,7 +90,8 @@ def test_conversation_dicts_and_fallbacks_keep_the_turn_count():
     (conversation("echo hi", done=False)[:2], "no step information"),  # no assistant message: no turns
     (conversation("ls /srv"), "no turn has positive credit"),
     ([{"role": "user", "content": "hello"}] + bash("ls /srv", "", "c"),  # the task names no file: no E
-     "missing trace: the verifier's records were not captured (verifier.E_source is none)"),
+     "missing trace: no verifier records (verifier.E_source is none): an offline log has no verifier trace, and "
+     "its task text names no file, path or port"),
 ])
 def test_a_rollout_without_credit_gets_unit_factors_and_says_why(messages, fallback):
     (credit,) = group_credit([messages], [1.0])

@@ -46,7 +46,10 @@ def test_tool_calling_trial():
     assert trial["instruction"] == "Write the word hello to /app/greeting.txt and print the file size."
     assert trial["steps"] == [
         {"text": "ls /app", "turn": 0, "observation": "notes.md\n", "exit_code": None},
-        # the Write tool is not a shell command; results are matched by source_call_id, not by order
+        # the Write tool is read as the write it is (issue 47); results are matched by source_call_id, not by order
+        {"text": 'Write {"file_path": "/app/greeting.txt", "content": "hello\\n"}', "turn": 1,
+         "observation": "File created successfully at: /app/greeting.txt", "exit_code": None,
+         "shell_equivalent": "cat > /app/greeting.txt <<'DEPGPO_EOF0'\nhello\nDEPGPO_EOF0"},
         {"text": "echo hello > /app/greeting.txt && cat /app/greeting.txt", "turn": 1, "observation": "hello\n",
          "exit_code": 0},
         {"text": "bash -lc 'wc -c /app/greeting.txt'", "turn": 2, "observation": "6 /app/greeting.txt\n",

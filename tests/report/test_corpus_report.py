@@ -154,9 +154,10 @@ def test_static_reinfers_traced_records(tmp_path):
     static = load_trajectories(OFFLINE / "native_traced.json", static=True)[0]
     assert row.records == "static"
     result = credit_with_fallback(static, config, static.get("num_turns"))
-    assert [command.q for command in result.commands] == [0.0, 0.0, 0.0]  # static inference cannot see the script
-    assert row.connected_fraction == 0.0
-    assert row.fallback == "no turn has positive credit"
+    # static inference follows make.py's literal open('/app/out.txt', 'w'): its writer and the script's are credited
+    assert [command.q for command in result.commands] == [1.0, 1.0, 0.0]
+    assert row.connected_fraction == 2 / 3
+    assert pd.isna(row.fallback)
     assert "re-inferred from the command texts (`--static`)" in (out / "index.md").read_text()
 
 

@@ -73,7 +73,7 @@ def compute_credit(trajectory: dict, config: CreditConfig = CreditConfig(),
     if not config.enabled:
         return _fallback_result(trajectory, num_turns, MODULE_OFF, config.variant, started)
     episode = parse_episode(trajectory, config, num_turns)
-    reason = _missing_input(episode, config)
+    reason = _missing_input(episode, config, trajectory.get("source") == "static")
     if reason is not None:
         return _fallback_result(trajectory, episode.num_turns, reason, config.variant, started, episode)
     verifier = verifier_records(episode, config)
@@ -139,10 +139,13 @@ def step_factors_for(trajectory: Any, config: CreditConfig = CreditConfig(),
     return result.step_factors, result.fallback
 
 
-def _missing_input(episode: EpisodeRecords, config: CreditConfig) -> str | None:
+def _missing_input(episode: EpisodeRecords, config: CreditConfig, offline: bool = False) -> str | None:
     if episode.num_turns == 0:
         return NO_STEPS
     if episode.verifier_source == "none" and config.variant != "no_verifier_filter":
+        if offline:  # a log read offline never had a verifier trace: E could only come from its text
+            return (f"{MISSING_TRACE}: no verifier records (verifier.E_source is none): an offline log has no "
+                    "verifier trace, and its task text names no file, path or port")
         return f"{MISSING_TRACE}: the verifier's records were not captured (verifier.E_source is none)"
     if not episode.commands:
         return f"{EMPTY_OUTPUT}: the trajectory has no commands"

@@ -9,9 +9,9 @@ import math
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from depgpo.credit.factors import fallback_category
 
@@ -135,13 +135,50 @@ def format_config(config: CreditConfig) -> str:
     return "\n".join(textwrap.wrap("credit config: " + " ".join(words), 110, subsequent_indent="  "))
 
 
-def format_table(result: CreditResult, title: str) -> str:
+# The role of a parsed command whose credit was not computed: a fallback fired first.
+NOT_CREDITED = "not credited (fallback)"
+
+
+def command_rows(result: CreditResult, trajectory: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per command: its credit, or, when a fallback fired before the credit was computed, the command as
+    parsed with role NOT_CREDITED and no credit, so that a fallback still shows what was read."""
+    if result.commands or not isinstance(trajectory, Mapping) or not isinstance(trajectory.get("commands"), list):
+        return [{"index": command.index, "turn": command.turn, "text": command.text, "role": command.role,
+                 "credit": command.q, "direct": command.direct, "indirect": command.indirect, "info": command.info,
+                 "is_write": command.is_write} for command in result.commands]
+    parsed = [command for command in trajectory["commands"] if isinstance(command, Mapping)]
+    return [{"index": command.get("index", position), "turn": command.get("turn", position),
+             "text": str(command.get("text") or ""), "role": NOT_CREDITED, "credit": None, "direct": None,
+             "indirect": None, "info": None, "is_write": None} for position, command in enumerate(parsed)]
+
+
+def reading_of(trajectory: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """What an offline reading understood and what not (inference.reading), None for a traced trajectory."""
+    reading = trajectory.get("reading") if isinstance(trajectory, Mapping) else None
+    return reading if isinstance(reading, Mapping) else None
+
+
+def reading_lines(reading: Mapping[str, Any] | None) -> list[str]:
+    """"read: …" and, when something was left out, "not read: …" (inference.reading's two word lists)."""
+    if reading is None:
+        return []
+    lines = [f"read: {'; '.join(map(str, reading.get('understood') or []))}"]
+    if reading.get("not_understood"):
+        lines.append(f"not read: {'; '.join(map(str, reading['not_understood']))}")
+    return lines
+
+
+def format_table(result: CreditResult, title: str, trajectory: Mapping[str, Any] | None = None) -> str:
     rows = [title, f"{'turn':>5}  {'#':>4}  {'command':<48}  {'role':<28}  {'q(c)':>5}"]
-    rows += [f"{command.turn:>5}  {command.index:>4}  {short_command(command.text):<48}  {command.role:<28}  "
-             f"{command.q:>5.2f}" for command in result.commands]
+    for row in command_rows(result, trajectory):
+        credit = f"{row['credit']:>5.2f}" if row["credit"] is not None else f"{'-':>5}"
+        rows.append(f"{row['turn']!s:>5}  {row['index']!s:>4}  {short_command(row['text']):<48}  {row['role']:<28}  "
+                    f"{credit}")
     factors = " ".join(f"t{turn}={factor:.2f}" for turn, factor in enumerate(result.step_factors))
     rows += textwrap.wrap(f"step factors: {factors or '(no turns)'}", 110, subsequent_indent="  ")
     rows.append(f"fallback: {result.fallback or 'none (dependency credit used)'}")
+    for line in reading_lines(reading_of(trajectory)):
+        rows += textwrap.wrap(line, 110, subsequent_indent="  ")
     shown = {key: value for key, value in result.diagnostics.items() if key not in ("usable", "fallback")}
     rows += textwrap.wrap("diagnostics: " + ", ".join(f"{key}={_number(value)}" for key, value in shown.items()),
                           110, subsequent_indent="  ")
@@ -152,15 +189,13 @@ def _number(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def to_json(result: CreditResult, source: str) -> dict:
+def to_json(result: CreditResult, source: str, trajectory: Mapping[str, Any] | None = None) -> dict:
+    """The result as one JSON object; with the trajectory, a fallback keeps its parsed commands (NOT_CREDITED) and
+    an offline reading is said (`reading`)."""
     return {
         "source": source,
-        "commands": [
-            {"index": command.index, "turn": command.turn, "text": command.text, "role": command.role,
-             "credit": command.q, "direct": command.direct, "indirect": command.indirect, "info": command.info,
-             "is_write": command.is_write}
-            for command in result.commands
-        ],
+        "commands": command_rows(result, trajectory),
+        "reading": dict(reading) if (reading := reading_of(trajectory)) is not None else None,
         "turn_credit": result.turn_credit,
         "step_factors": result.step_factors,
         "fallback": result.fallback,

@@ -7,10 +7,10 @@
   the pane log holds the same steps as text (`mini-swe-agent (step N, $C):`, the block, `<returncode>`); the task
   and the verdict come from `results.json` (`instruction`, `is_resolved`). The pane wraps long lines at its width,
   so a long command may read with line breaks it did not have.
-- **File-editor tool calls** (OpenHands' `str_replace_editor`, SWE-agent's editor): not shell, but they write and
-  read files, so each gets a shell equivalent with the same file effects for the simulator (`create` writes its
-  text, `view` reads, `str_replace` / `insert` / `undo_edit` read and rewrite with unknown content). The
-  command text keeps the call itself, so its arguments' words still count as used.
+- **File tool calls** (OpenHands' `str_replace_editor`, Claude Code's `Write` / `Edit` / `Read`, Gemini CLI's
+  `write_file`, Codex's `apply_patch`, …): not shell, but they write and read files, so each gets a shell
+  equivalent with the same file effects for the simulator (inference.tool_calls). The command text keeps the call
+  itself, so its arguments' words still count as used.
 """
 
 from __future__ import annotations
@@ -19,17 +19,21 @@ import ast
 import json
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from depgpo.inference.tool_calls import file_tool_step, text_function_calls
 
 _MAX_WRITTEN_CALLS = 256_000  # characters
 EDITOR_TOOL_NAMES = {"str_replace_editor", "str_replace_based_edit_tool", "edit_file", "editor"}
 
 # A tagged block only, as mini-swe-agent's own action regex: an untagged pattern would pair a closing fence with the
 # next opening one and read the prose between them as a command (seen on the public corpus).
-_FENCE = re.compile(r"```(?:bash|sh|shell)[ \t]*\n(.*?)\n?```", re.DOTALL)
+_FENCE = re.compile(r"```(?:bash|sh|shell|mswea_bash_command)[ \t]*\n(.*?)\n?```", re.DOTALL)
 _OBSERVATION = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>\s*(?:<output>\n?(.*?)</output>)?", re.DOTALL)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\r")  # CSI; OSC ends in BEL or ST
+_PANE_PROMPT = re.compile(r"^\S+@[\w.-]+:(/[^\s#$]*)[#$] ", re.MULTILINE)  # `root@f3db06c2f6c1:/app# `
 _PANE_STEP = re.compile(r"^mini-swe-agent \(step \d+(?:, \$[\d.]+)?\):", re.MULTILINE)
 
 
@@ -88,8 +92,18 @@ def tb1_trial_conversation(directory: Path) -> dict:
     for block in _PANE_STEP.split(_ANSI.sub("", log))[1:]:
         reply, _, answer = block.partition("\nUser:\n")
         messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": answer}]
-    return {"messages": messages, "task_id": str(results.get("task_id") or directory.name),
-            "reward": None if resolved is None else float(bool(resolved))}
+    prompt = _PANE_PROMPT.search(_ANSI.sub("", log))
+    conversation = {"messages": messages, "task_id": str(results.get("task_id") or directory.name),
+                    "reward": None if resolved is None else float(bool(resolved)),
+                    "workdir": prompt.group(1).rstrip("/") or "/" if prompt else "/app",
+                    "workdir_from": "the pane's shell prompt" if prompt
+                    else "assumed: no shell prompt in the pane; Terminal-Bench 1 tasks run in /app"}
+    if len(messages) == 1:
+        conversation["why_no_commands"] = (
+            "sessions/agent.log shows no `mini-swe-agent (step N)` block, the only agent steps this reader finds in a "
+            "pane log; the agent did not run, or it kept its actions out of the terminal (an installed agent such as "
+            "OpenHands logs them elsewhere)")
+    return conversation
 
 
 # ---- editor tool calls ------------------------------------------------------------------------------------------
@@ -127,22 +141,25 @@ def shell_command(arguments: dict) -> str | None:
 
 
 def editor_step(call: Any) -> tuple[str, str] | None:
-    """(command text, shell equivalent) of a file-editor tool call; None for other tools or malformed ones."""
+    """(command text, shell equivalent) of a file tool call (inference.tool_calls: editors, write, edit and read
+    tools, patches); None for other tools or malformed ones."""
     function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
-            or function["name"] not in EDITOR_TOOL_NAMES:
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         return None
     arguments = call_arguments(function.get("arguments"))
-    if arguments is None or not isinstance(arguments.get("path"), str):
-        return None
-    action, path = arguments.get("command"), shlex.quote(arguments["path"])
-    text = f"{function['name']} {json.dumps(arguments, ensure_ascii=False)}"
-    if action == "create" and isinstance(arguments.get("file_text"), str):
-        body = arguments["file_text"]
-        delimiter = next(f"DEPGPO_EOF{n}" for n in range(10**6) if f"DEPGPO_EOF{n}" not in body)
-        return text, f"cat > {path} <<'{delimiter}'\n{body.removesuffix(chr(10))}\n{delimiter}"
-    if action == "view":
-        return text, f"cat {path}"
-    if action in ("str_replace", "insert", "undo_edit"):
-        return text, f"sed -i -e '' {path}"  # reads and rewrites the file; its new content is not known here
-    return None
+    return file_tool_step(function["name"], arguments) if arguments is not None else None
+
+
+def call_name(call: Any) -> Any:
+    """The tool name of a chat tool call (`{"function": {"name"}}` or `{"name"}`), for the tally."""
+    function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
+    return function.get("name") if isinstance(function, dict) else None
+
+
+def message_calls(message: dict, text_of: Callable[[Any], str]) -> list:
+    """A message's tool calls; without any, those OpenHands writes into the text (`<function=execute_bash>`)."""
+    calls = tool_calls_of(message)
+    if calls or message.get("role") != "assistant":
+        return calls
+    return [{"function": {"name": name, "arguments": arguments}}
+            for name, arguments in text_function_calls(text_of(message.get("content")))]

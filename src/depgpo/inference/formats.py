@@ -24,15 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from depgpo.inference.agent_logs import (
-    call_arguments, editor_step, fenced_action, fenced_steps, is_tb1_trial, shell_command, tb1_trial_conversation,
-    tool_calls_of,
+    call_arguments, call_name, editor_step, fenced_action, fenced_steps, is_tb1_trial, message_calls, shell_command,
+    tb1_trial_conversation, tool_calls_of,
 )
 from depgpo.inference.harbor_logs import TERMINUS_TASK as _TERMINUS_TASK
 from depgpo.inference.harbor_logs import (
-    atif_steps, harbor_trial, harbor_trial_dirs, is_atif, keystrokes_command, trial_messages, trial_result,
+    atif_agent, atif_steps, atif_workdir, harbor_trial, harbor_trial_dirs, is_atif, keystrokes_command,
+    terminus_reply, trial_messages, trial_result,
+)
+from depgpo.inference.other_logs import (
+    gemini_messages, is_gemini_session, is_openhands_events, openhands_event_conversation,
 )
 from depgpo.inference.infer import infer_trajectory
 from depgpo.inference.simulator import DEFAULT_WORKDIR
+from depgpo.inference.tool_calls import ToolTally
 from depgpo.trajectory.load import TrajectoryError, check_header
 from depgpo.trajectory.schema import unverified
 
@@ -42,9 +47,15 @@ BASH_TOOL_NAMES = {"bash", "shell", "execute_bash", "run_shell_command", "termin
 _EXIT_CODE_PATTERNS = [re.compile(r"<returncode>\s*(-?\d{1,9})\s*</returncode>"),  # (a longer number is no code)
                        re.compile(r"(?im)^\W*exit(?:[ _]?code|[ _]status)\W*(-?\d{1,9})\W*$")]
 
-_EXPECTED = ("a trajectory.json object (with an integer schema_version), a JSON list of them, or chat messages "
-             "(a JSON list of messages, {\"messages\": [...]}, a list of such conversations, or JSONL with one "
-             "conversation per line)")
+_EXPECTED = ("a trajectory.json object (with an integer schema_version) or a JSON list of them; chat messages (a "
+             "JSON list of {role, content} messages, {\"messages\": [...]}, a list of such conversations, or JSONL "
+             "with one per line), which covers Terminus-2 logs, mini-swe-agent .traj.json, OpenHands completion "
+             "logs and Gemini CLI sessions; an OpenHands event stream (a JSON list of {action | observation} "
+             "events); or an ATIF trajectory (schema_version \"ATIF-v1.x\")")
+# What a reading calls each format.
+_FORMAT_NAMES = {"chat": "chat messages", "terminus2": "Terminus-2 messages", "fenced_actions": "mini-swe-agent "
+                 "(fenced actions)", "tb1_trial": "Terminal-Bench 1 trial", "harbor_chat": "Harbor trial (chat "
+                 "messages)", "openhands_events": "OpenHands event stream", "gemini_cli": "Gemini CLI session"}
 
 
 def load_trajectories(path: str | Path, static: bool = False) -> list[dict]:
@@ -68,9 +79,17 @@ def load_trajectories(path: str | Path, static: bool = False) -> list[dict]:
     trajectories = []
     for document in _json_documents(path):
         if is_atif(document):
-            instruction, steps, turns = atif_steps(document, where=str(path))
+            tally = ToolTally()
+            instruction, steps, turns = atif_steps(document, where=str(path), tally=tally)
+            workdir, workdir_from = atif_workdir(document)
             trajectories.append(_from_harbor({"instruction": instruction, "steps": steps, "num_turns": turns,
-                                              "task_id": path.stem, "reward": None}))
+                                              "task_id": path.stem, "reward": None, "tools": tally.as_dict(),
+                                              "workdir": workdir, "workdir_from": workdir_from,
+                                              "format": f"ATIF ({atif_agent(document)})"}))
+            continue
+        if is_openhands_events(document):
+            events = openhands_event_conversation(document) | {"format": "openhands_events"}
+            trajectories.append(from_conversation(events, path.stem))
             continue
         items = _split_document(document, path)
         for position, item in enumerate(items):
@@ -215,30 +234,32 @@ def _text(content: Any) -> str:
 
 
 _PROMPT_TAG = re.compile(r"</?[a-z_]+>")
-# mini-swe-agent's tool-calling template around a Terminal-Bench task (the TMax runs): the instruction proper.
-_MINI_SWE_TASK = re.compile(r"\APlease solve this task:\s*(.*?)\s*You can execute bash commands and edit files", re.DOTALL)
+# mini-swe-agent's templates around a task or an issue (the TMax runs, its own tests): the instruction proper, without
+# the template's example files (newfile.py, filename.py).
+_MINI_SWE_TASK = re.compile(
+    r"\APlease solve this (?:task|issue):\s*(.*?)\s*You can execute bash commands and edit files", re.DOTALL)
 _UPLOADED = re.compile(r"<uploaded_files>\s*(/\S+)\s*</uploaded_files>")
 _FIRST_CD = re.compile(r"(?:^|&&|;|\n)\s*cd\s+(/[\w./-]+)")
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
 
 
-def _working_directory(conversation: dict, instruction: str, steps: list[dict]) -> str:
-    """Where a log without a recorded workdir worked: mini-swe-agent's `info.config.environment.cwd`, OpenHands'
-    <uploaded_files>, else the first absolute `cd` of its first commands, else /app. The tracked scope starts
-    from it (docs/credit.md#tracked-scope)."""
+def _working_directory(conversation: dict, instruction: str, steps: list[dict]) -> tuple[str, str]:
+    """(where a log without a recorded workdir worked, where that came from): mini-swe-agent's
+    `info.config.environment.cwd`, OpenHands' <uploaded_files>, else the first absolute `cd` of its first commands,
+    else /app. The tracked scope starts from it (docs/credit.md#tracked-scope), and relative names resolve at it."""
     info = conversation.get("info")
     config = info.get("config") if isinstance(info, dict) else None
     environment = config.get("environment") if isinstance(config, dict) else None
     if isinstance(environment, dict) and isinstance(environment.get("cwd"), str) and environment["cwd"].startswith("/"):
-        return environment["cwd"]
+        return environment["cwd"], "mini-swe-agent's info.config.environment.cwd"
     uploaded = _UPLOADED.search(instruction)
     if uploaded:
-        return uploaded.group(1).rstrip("/")
+        return uploaded.group(1).rstrip("/"), "the task's <uploaded_files>"
     for step in steps[:5]:
         found = _FIRST_CD.search(str(step.get("text") or ""))
         if found:
-            return found.group(1).rstrip("/") or "/"
-    return DEFAULT_WORKDIR
+            return found.group(1).rstrip("/") or "/", "the log's first absolute `cd`"
+    return DEFAULT_WORKDIR, "assumed: the log records no working directory; /app, as Terminal-Bench tasks use"
 
 
 def _patch_verifier(conversation: dict, workdir: str) -> dict | None:
@@ -262,7 +283,10 @@ def _harbor_trial(directory: Path) -> dict:
 
 
 def _from_harbor(trial: dict) -> dict:
+    reading = {"format": trial.get("format", "ATIF"), "workdir_from": trial.get("workdir_from"),
+               "tools": trial.get("tools")}
     trajectory = infer_trajectory(trial["steps"], instruction=trial["instruction"], num_turns=trial["num_turns"],
+                                  workdir=trial.get("workdir") or DEFAULT_WORKDIR, reading=reading,
                                   task={"id": trial["task_id"], "path": None, "format": "harbor"})
     if trial["reward"] is not None:
         trajectory["verifier"].update(reward=trial["reward"], reward_source="offline")
@@ -273,45 +297,59 @@ def from_conversation(conversation: dict, default_id: str) -> dict:
     # OpenHands logs keep the prompt-style history in `messages` and the tool-call one in `fncall_messages`.
     source = conversation.get("fncall_messages")
     source = source if isinstance(source, list) and source else conversation["messages"]
+    if is_gemini_session(conversation):
+        source, conversation = gemini_messages(source), conversation | {"format": "gemini_cli"}
     messages = [message for message in source if _is_message(message)]
     assistants = [message for message in messages if message["role"] == "assistant"]
     kind = "chat"
     if not any(tool_calls_of(message) for message in assistants):
         contents = [_text(message.get("content")) for message in assistants]
-        if any(_terminus_reply(content) is not None for content in contents):
+        if any(terminus_reply(content) is not None for content in contents):
             kind = "terminus2"
         elif any(fenced_action(content) is not None for content in contents):
             kind = "fenced_actions"
+    tally = ToolTally()
     steps = {"terminus2": _terminus_steps, "fenced_actions": lambda m: fenced_steps(m, _text)}.get(
-        kind, _tool_call_steps)(messages)
+        kind, lambda m: _tool_call_steps(m, tally))(messages)
     is_terminus = kind == "terminus2"
     instruction = next((_text(m.get("content")) for m in messages if m["role"] == "user"), "")
     embedded = (_TERMINUS_TASK if is_terminus else _MINI_SWE_TASK).search(instruction)
     instruction = embedded.group(1) if embedded else instruction
     task_id = next((conversation[key] for key in ("task_id", "instance_id", "id")
                     if isinstance(conversation.get(key), str)), default_id)
-    workdir = _field(conversation, "workdir", str) or _working_directory(conversation, instruction, steps)
+    given_workdir = _field(conversation, "workdir", str)
+    workdir, workdir_from = (given_workdir, str(conversation.get("workdir_from") or "the log's `workdir` field")) \
+        if given_workdir else _working_directory(conversation, instruction, steps)
     # Agent prompts wrap the task in tags (<uploaded_files>, </pr_description>), which would read as paths.
     instruction = _PROMPT_TAG.sub(" ", instruction)
+    fmt = str(conversation.get("format", kind))
+    reading = {"format": _FORMAT_NAMES.get(fmt, fmt), "workdir_from": workdir_from, "tools": tally.as_dict(),
+               "target_from": "the submitted patch (info.submission)",
+               "why_no_commands": conversation.get("why_no_commands")}
+    if not messages:
+        reading["why_no_commands"] = ("its messages have no `role` (user, assistant, tool), so no turn is read; "
+                                      f"expected {_EXPECTED}")
     trajectory = infer_trajectory(
         steps, instruction=instruction, workdir=workdir, verifier=_patch_verifier(conversation, workdir),
         verifier_source=_field(conversation, "verifier_source", str), num_turns=len(assistants),
-        task={"id": task_id, "path": None, "format": conversation.get("format", kind)})
+        task={"id": task_id, "path": None, "format": fmt}, reading=reading)
     reward = conversation.get("reward")
     if isinstance(reward, (int, float)) and not isinstance(reward, bool) and 0 <= reward <= 1:
         trajectory["verifier"].update(reward=float(reward), reward_source="offline")
     return trajectory
 
 
-def _tool_call_steps(messages: list[dict]) -> list[dict]:
+def _tool_call_steps(messages: list[dict], tally: ToolTally | None = None) -> list[dict]:
     steps: list[dict] = []
     awaiting: list[tuple[Any, dict]] = []  # (tool call id, step) of commands whose output has not come yet
     turn = -1
+    tally = tally if tally is not None else ToolTally()
     for message in messages:
         if message["role"] == "assistant":
             turn += 1
-            for call in tool_calls_of(message):
+            for call in message_calls(message, _text):
                 command, edit = _bash_command(call), editor_step(call)
+                tally.count(call_name(call), read=command is not None or edit is not None)
                 if command is None and edit is None:
                     continue
                 step = {"turn": turn, "text": command, "observation": "", "exit_code": None}
@@ -359,18 +397,6 @@ def _tool_output(message: dict) -> tuple[str, int | None]:
     return content, exit_code
 
 
-def _terminus_reply(content: str) -> dict | None:
-    """The JSON object of a Terminus-2 reply, also when the model wrapped it in prose or a code fence."""
-    start, end = content.find("{"), content.rfind("}")
-    if start < 0 or end < start:
-        return None
-    try:
-        reply = json.loads(content[start:end + 1])
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    return reply if isinstance(reply, dict) and isinstance(reply.get("commands"), list) else None
-
-
 def _terminus_steps(messages: list[dict]) -> list[dict]:
     steps: list[dict] = []
     turn = -1
@@ -379,7 +405,7 @@ def _terminus_steps(messages: list[dict]) -> list[dict]:
         if message["role"] == "assistant":
             turn += 1
             turn_steps = []
-            reply = _terminus_reply(_text(message.get("content"))) or {"commands": []}
+            reply = terminus_reply(_text(message.get("content"))) or {"commands": []}
             for item in reply["commands"]:
                 text = keystrokes_command(item.get("keystrokes") if isinstance(item, dict) else None)
                 if text is None:

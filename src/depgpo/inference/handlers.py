@@ -16,6 +16,7 @@ from depgpo.inference.commands import (
     FILE_TEST_OPERATORS, INSPECTORS, INTERPRETERS, JQ_TWO_VALUE_OPTIONS, PATTERN_FIRST, PYTHON, READERS, SHELLS,
     parse_args, url_port,
 )
+from depgpo.inference.scripts import patch_effects, python_file_effects
 from depgpo.tasks.shell_words import HOME, echo, join_outputs, printf
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ def _execute_file(shell: ShellSimulator, path: str | None, stdin: str | None) ->
 
 
 def _interpret(shell: ShellSimulator, interpreter: str, args: list[str | None], stdin: str | None) -> str | None:
-    """`python3 x.py` reads the script; a shell also runs it, or its `-c` code, or its standard input."""
+    """`python3 x.py` reads the script; a shell also runs it, or its `-c` code, or its standard input; Python code
+    whose text is known has the file effects its literal paths show (inference.scripts)."""
     inline_options, value_options = INTERPRETERS[interpreter]
     words = iter(args)
     for arg in words:
@@ -71,6 +73,8 @@ def _interpret(shell: ShellSimulator, interpreter: str, args: list[str | None], 
             code = next(words, None)
             if shell_code_option and code is not None:
                 return shell.run_script(code, subshell=True)
+            if interpreter == "python" and arg == "-c" and code is not None:
+                _python_effects(shell, code)
             return None
         if arg in value_options:
             next(words, None)
@@ -80,9 +84,44 @@ def _interpret(shell: ShellSimulator, interpreter: str, args: list[str | None], 
             script = shell.fs.read(shell.resolve(arg))
             if interpreter in SHELLS and script is not None:
                 return shell.run_script(script, subshell=True)
+            if interpreter == "python" and script is not None:
+                _python_effects(shell, script)
             return None
     if interpreter in SHELLS and stdin is not None:
         return shell.run_script(stdin, subshell=True)
+    if interpreter == "python" and stdin is not None:
+        _python_effects(shell, stdin)
+    return None
+
+
+def _python_effects(shell: ShellSimulator, code: str) -> None:
+    for action, literal in python_file_effects(code):
+        path = shell.resolve(literal)
+        if action == "read":
+            shell.fs.read(path)
+        elif action == "delete":
+            shell.fs.delete(path, recursive=False)
+        else:  # what the script writes is not in its text: content unknown
+            shell.fs.write(path, None, append=action == "append")
+
+
+@handles("apply_patch")
+def _apply_patch(shell: ShellSimulator, name: str, args: list[str | None], stdin: str | None) -> str | None:
+    """Codex's patch tool: the patch is its argument or its standard input."""
+    patch = next((arg for arg in args if arg is not None and "*** " in arg), stdin)
+    edited: str | None = None
+    for action, literal, content in patch_effects(patch or ""):
+        path = shell.resolve(literal)
+        if action == "write":
+            shell.fs.write(path, content)
+        elif action == "delete":
+            shell.fs.delete(path, recursive=False)
+        elif action == "edit":
+            shell.fs.read(path)
+            shell.fs.write(path, None)
+            edited = path
+        elif edited is not None and path is not None:  # "*** Move to:" the file just edited
+            shell.fs.transfer(edited, path, move=True)
     return None
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from depgpo.inference.agent_logs import call_arguments, shell_command
+from depgpo.inference.tool_calls import ToolTally, file_tool_step, text_function_calls
 
 # Shell tools as Harbor's agents name them in ATIF: Terminus-2 and mini-swe-agent `bash_command`, Claude Code
 # `Bash`, Codex `shell`/`exec_command`, OpenHands `execute_bash`/`terminal`, OpenCode `bash`.
@@ -50,10 +51,13 @@ def is_atif(document: Any) -> bool:
 
 def atif_steps(document: Any, *, keystrokes_to_command: Callable[[Any], str | None] = keystrokes_command,
                exit_code_of: Callable[[str], int | None] | None = None,
-               where: str = "trajectory") -> tuple[str, list[dict], int]:
+               where: str = "trajectory", tally: ToolTally | None = None) -> tuple[str, list[dict], int]:
     """(instruction, steps, num_turns) of an ATIF trajectory: one step `{text, turn, observation, exit_code}` per
-    shell command, in order; every agent step is a turn, with or without a command. Odd entries are skipped (a
-    log must not stop the batch); only a document that is not ATIF at all raises ValueError, naming `where`."""
+    shell command or file tool call (with its `shell_equivalent`), in order; every agent step is a turn, with or
+    without a command. A step without tool calls may write them in its message (OpenHands without native function
+    calling). Each call is counted in `tally`. Odd entries are skipped (a log must not stop the batch); only a
+    document that is not ATIF at all raises ValueError, naming `where`."""
+    tally = tally if tally is not None else ToolTally()
     if not is_atif(document):
         raise ValueError(f"{where}: not ATIF (no schema_version starting with 'ATIF'); expected {_ATIF}")
     if not isinstance(document.get("steps"), list):
@@ -66,6 +70,8 @@ def atif_steps(document: Any, *, keystrokes_to_command: Callable[[Any], str | No
     instruction = embedded.group(1) if embedded else prompt
     steps: list[dict] = []
     turn = -1
+    # Where calls are recorded, a step without any ran nothing (Terminus-2 rejects a reply that misses a field).
+    records_calls = any(isinstance(s.get("tool_calls"), list) and s["tool_calls"] for s in entries)
     for entry in entries:
         if entry.get("source") != "agent":
             continue
@@ -73,10 +79,19 @@ def atif_steps(document: Any, *, keystrokes_to_command: Callable[[Any], str | No
         by_id: dict[Any, dict] = {}
         turn_steps: list[dict] = []
         calls = entry.get("tool_calls")
-        for call in calls if isinstance(calls, list) else []:
+        calls = calls if isinstance(calls, list) else []
+        if not records_calls:  # a step's message is read only in a log that records no call at all
+            calls = _calls_in_message(_text(entry.get("message")))
+        for call in calls:
             text = _shell_command(call, keystrokes_to_command)
-            if text is not None:
+            arguments = call_arguments(call.get("arguments")) if isinstance(call, dict) else None
+            name = call.get("function_name") if isinstance(call, dict) else None
+            edit = file_tool_step(name, arguments) if isinstance(name, str) and arguments is not None else None
+            tally.count(name, read=text is not None or edit is not None)
+            if text is not None or edit is not None:
                 step = {"text": text, "turn": turn, "observation": "", "exit_code": None}
+                if edit is not None:
+                    step["text"], step["shell_equivalent"] = edit
                 turn_steps.append(step)
                 by_id.setdefault(_hashable(call.get("tool_call_id")), step)
         observation = entry.get("observation")
@@ -92,6 +107,22 @@ def atif_steps(document: Any, *, keystrokes_to_command: Callable[[Any], str | No
     return instruction, steps, turn + 1
 
 
+def atif_workdir(document: dict) -> tuple[str, str]:
+    """(working directory, where it came from): the agent's recorded `agent.extra.cwds` (Claude Code writes it),
+    else /app, where Harbor's Terminal-Bench tasks run (their Dockerfiles' WORKDIR), which the log does not say."""
+    agent = document.get("agent") if isinstance(document.get("agent"), dict) else {}
+    extra = agent.get("extra") if isinstance(agent.get("extra"), dict) else {}
+    cwds = extra.get("cwds")
+    if isinstance(cwds, list) and cwds and isinstance(cwds[0], str) and cwds[0].startswith("/"):
+        return cwds[0].rstrip("/") or "/", "the ATIF agent.extra.cwds"
+    return "/app", "assumed: ATIF records no working directory; /app, the WORKDIR of Harbor's Terminal-Bench tasks"
+
+
+def atif_agent(document: dict) -> str:
+    agent = document.get("agent") if isinstance(document.get("agent"), dict) else {}
+    return str(agent.get("name") or "unnamed agent")
+
+
 def harbor_trial(directory: str | Path) -> dict | None:
     """`{instruction, steps, num_turns, task_id, reward}` of a Harbor trial directory; None if `directory` has no
     `agent/trajectory.json`. Raises ValueError naming the file when one of its files is not what Harbor writes."""
@@ -99,9 +130,13 @@ def harbor_trial(directory: str | Path) -> dict | None:
     trajectory_path = directory / "agent" / "trajectory.json"
     if not trajectory_path.is_file():
         return None
-    instruction, steps, num_turns = atif_steps(_read_json(trajectory_path, _ATIF), where=str(trajectory_path))
+    document, tally = _read_json(trajectory_path, _ATIF), ToolTally()
+    instruction, steps, num_turns = atif_steps(document, where=str(trajectory_path), tally=tally)
     task_id, reward = trial_result(directory)
-    return {"instruction": instruction, "steps": steps, "num_turns": num_turns, "task_id": task_id, "reward": reward}
+    workdir, workdir_from = atif_workdir(document)
+    return {"instruction": instruction, "steps": steps, "num_turns": num_turns, "task_id": task_id, "reward": reward,
+            "tools": tally.as_dict(), "workdir": workdir, "workdir_from": workdir_from,
+            "format": f"Harbor trial, ATIF ({atif_agent(document)})"}
 
 
 def trial_messages(directory: str | Path) -> list | None:
@@ -141,6 +176,28 @@ def harbor_trial_dirs(directory: str | Path) -> list[Path]:
 
 
 # ---- helpers --------------------------------------------------------------------------------------------------
+
+def terminus_reply(content: str) -> dict | None:
+    """The JSON object of a Terminus-2 reply, also when the model wrapped it in prose or a code fence."""
+    start, end = content.find("{"), content.rfind("}")
+    if start < 0 or end < start:
+        return None
+    try:
+        reply = json.loads(content[start:end + 1])
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return reply if isinstance(reply, dict) and isinstance(reply.get("commands"), list) else None
+
+
+def _calls_in_message(message: str) -> list[dict]:
+    """The calls an agent step without `tool_calls` writes in its message: a Terminus-2 JSON reply's keystroke
+    batches (ATIF written with the raw reply), or OpenHands' `<function=…>` text calls."""
+    reply = terminus_reply(message)
+    if reply is not None:
+        return [{"function_name": "bash_command", "arguments": item} for item in reply["commands"]
+                if isinstance(item, dict)]
+    return [{"function_name": name, "arguments": arguments} for name, arguments in text_function_calls(message)]
+
 
 def _read_json(path: Path, expected: str) -> Any:
     try:

@@ -9,7 +9,9 @@ from typing import Any, cast
 
 from depgpo.env.judging.verifier_source import extract_verifier_records
 from depgpo.inference.filesystem import content_lines, is_line_tracked
+from depgpo.inference.reading import describe_reading
 from depgpo.inference.simulator import DEFAULT_WORKDIR, ShellSimulator
+from depgpo.inference.task_text import task_records
 from depgpo.trajectory import scope
 from depgpo.trajectory.schema import (CommandEffects, CommandRecord, FileVersion, FinalSection, TaskRef, Timings,
     Trajectory, VerifierSection, empty_effects, make_trajectory, unverified)
@@ -28,18 +30,25 @@ def infer_command_effects(text: str, cwd: str = DEFAULT_WORKDIR) -> tuple[Comman
 def infer_trajectory(steps: Iterable[Mapping[str, Any]], *, instruction: str = "", workdir: str = DEFAULT_WORKDIR,
                      tracked_roots: list[str] | None = None, verifier_source: str | None = None,
                      verifier: Mapping[str, Any] | None = None, task: Mapping[str, Any] | None = None,
-                     num_turns: int | None = None) -> Trajectory:
+                     num_turns: int | None = None, reading: Mapping[str, Any] | None = None) -> Trajectory:
     """A trajectory (`source: "static"`) whose records are inferred from the command texts.
 
     `steps` are the executed commands in order, each a mapping with `text` and optionally `turn` (default: its
     position), `observation`, `exit_code`, `timed_out` and `duration_s`. `verifier` keeps an existing verifier
-    section (its E) as is; otherwise E comes from `verifier_source`, else from the instruction. File records
-    outside `tracked_roots` (default: `scope.tracked_roots` of the workdir and E) are dropped.
+    section (its E) as is; otherwise E comes from `verifier_source`, else from the instruction: its absolute paths
+    and ports, and its relative file names at `workdir` (inference.task_text). File records outside
+    `tracked_roots` (default: `scope.tracked_roots` of the workdir and E) are dropped. `reading` is what the log's
+    reader knows of the log (inference.reading); the trajectory's `reading` says what was understood and what not.
     """
     started = time.perf_counter()
-    if verifier is None:
-        verifier = unverified(extract_verifier_records(
-            verifier_source if verifier_source is not None else instruction, workdir))
+    relative: list[str] = []
+    if verifier is not None:
+        target_from = str((reading or {}).get("target_from") or "the log's verifier section")
+    elif verifier_source is not None:
+        verifier, target_from = unverified(extract_verifier_records(verifier_source, workdir)), "the verifier's source"
+    else:
+        records, relative = task_records(instruction, workdir)
+        verifier, target_from = unverified(records), "the task text" if instruction.strip() else "the task text (empty)"
     evidence = list(verifier.get("E") or [])
     roots = tracked_roots if tracked_roots is not None else scope.tracked_roots(workdir, evidence)
 
@@ -79,13 +88,17 @@ def infer_trajectory(steps: Iterable[Mapping[str, Any]], *, instruction: str = "
         alive_processes=[{"pid": None, "name": p.name, "owner": p.owner} for p in shell.processes],
         listening_ports=[{"port": port, "owner": p.owner} for p in shell.processes for port in p.ports])
     parse_s = time.perf_counter() - started
-    return make_trajectory(
+    turns = num_turns if num_turns is not None else max((c["turn"] for c in commands), default=-1) + 1
+    summary = describe_reading(dict(reading or {}), commands=len(commands), turns=turns, unparsed=len(errors),
+                               workdir=workdir, target_from=target_from, records=evidence, relative=relative)
+    trajectory = make_trajectory(
         task=cast(TaskRef, dict(task)) if task is not None else TaskRef(id=None, path=None, format=None),
         instruction=instruction, workdir=workdir, tracked_roots=roots, source="static", commands=commands,
         verifier=cast(VerifierSection, dict(verifier)), final=final,
         timings=Timings(setup_s=None, commands_s=None, verifier_s=None, parse_s=parse_s, total_s=None),
-        errors=errors,
-        num_turns=num_turns if num_turns is not None else max((c["turn"] for c in commands), default=-1) + 1)
+        errors=errors, num_turns=turns)
+    trajectory["reading"] = summary
+    return trajectory
 
 
 def _keep_tracked(effects: CommandEffects | CommandRecord, tracked: Callable[[str], bool]) -> None:

@@ -32,6 +32,7 @@ from depgpo.inference import load_trajectories
 from depgpo.inference.agent_logs import EDITOR_TOOL_NAMES, editor_step, is_tb1_trial, tool_calls_of
 from depgpo.inference.formats import BASH_TOOL_NAMES
 from depgpo.inference.harbor_logs import SHELL_TOOLS, harbor_trial_dirs, is_atif, keystrokes_command
+from depgpo.inference.tool_calls import tool_kind
 
 # Programs that, started without a script or command, read the terminal: what is typed next goes to them.
 INTERACTIVE = {"python", "python3", "ipython", "node", "irb", "sqlite3", "mysql", "psql", "redis-cli", "vim", "vi",
@@ -139,6 +140,8 @@ def _source(name: str, trajectory: dict, raw: Any) -> ReplaySource:
         if skipped[(command.get("turn"), text)] > 0:
             skipped[(command.get("turn"), text)] -= 1
             continue
+        if not native and _other_file_tool(text):  # the raw-log scan lists it as a tool call no shell can run
+            continue
         replayed, extra = _editor_equivalent(text, command.get("turn"))
         if extra is not None:
             unreplayable.append(extra)
@@ -158,6 +161,13 @@ def _source(name: str, trajectory: dict, raw: Any) -> ReplaySource:
                         reward if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
                         num_turns, sorted(unreplayable, key=lambda item: (item["turn"] is None, item["turn"] or 0)),
                         pane=fmt == "terminus2" or (fmt == "harbor" and '"keystrokes"' in json.dumps(raw)))
+
+
+def _other_file_tool(text: str) -> bool:
+    """A file tool call other than the editor (`Write {…}`, `apply_patch {…}`), which offline inference reads as
+    its file effects (inference.tool_calls) but a replay cannot run."""
+    name, _, arguments = text.partition(" ")
+    return tool_kind(name) == "file" and name not in EDITOR_TOOL_NAMES and arguments.startswith("{")
 
 
 def _editor_equivalent(text: str, turn: Any) -> tuple[str, dict | None]:

@@ -11,7 +11,8 @@ re-infers our own traced trajectories from their command texts. Writes to DIR:
                            trajectories (verifier reward >= 1) and those of them with at least five commands
   table11.csv/.md/.tex     the dependency-trace statistics of the paper's Table 11 over every loaded trajectory
   trajectories.csv         one row per trajectory: source, task, records, commands, reward, connected_fraction,
-                           fallback
+                           fallback, and what an offline reading understood and not (read, not_read)
+  (fig1d and table11 leave out the trajectories with no command, and their notes say how many)
   index.md                 the corpus name, the sources, what was loaded and skipped (and why), the credit config
 
 A file that cannot be read is skipped and listed with its reason; the rest of the corpus is still reported.
@@ -28,17 +29,19 @@ import dataclasses
 import json
 import numbers
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from depgpo.credit import CreditConfig, CreditResult, aggregate_diagnostics, credit_with_fallback
+from depgpo.credit.explain import reading_of
 from depgpo.inference import load_trajectories, trajectory_sources
 from depgpo.report.disagreements import disagreements, summary_lines
 from depgpo.report.figures import MIN_REFERENCE_COMMANDS, connected_fraction_plot
 from depgpo.report.scores import frame_and_notes, read_counterfactuals, scores_figure, scores_table
 from depgpo.report.tables import FALLBACK_LABEL, TRACE_STATISTICS, statistics_table
 
-COLUMNS = ["source", "task", "records", "commands", "reward", "connected_fraction", "fallback"]
+COLUMNS = ["source", "task", "records", "commands", "reward", "connected_fraction", "fallback", "read", "not_read"]
 PASSING = 1.0  # the reward of a passing trajectory, as in Figure 1(d) of a results tree
 
 
@@ -73,10 +76,12 @@ def load_file(path: Path, config: CreditConfig, static: bool) -> tuple[list[dict
     for trajectory in load_trajectories(path, static=static):
         result = credit_with_fallback(trajectory, config, trajectory.get("num_turns"))
         commands = trajectory.get("commands")
+        reading = reading_of(trajectory) or {}
         rows.append({"source": str(path), "task": (trajectory.get("task") or {}).get("id"),
                      "records": trajectory.get("source"), "commands": len(commands) if isinstance(commands, list)
                      else 0, "reward": reward_of(trajectory), "connected_fraction": connected_share(result),
-                     "fallback": result.fallback})
+                     "fallback": result.fallback, "read": "; ".join(map(str, reading.get("understood") or [])),
+                     "not_read": "; ".join(map(str, reading.get("not_understood") or []))})
         diagnostics.append(result.diagnostics)
     return rows, diagnostics
 
@@ -116,11 +121,22 @@ def corpus_report(sources: list[Path], out: Path, name: str, config: CreditConfi
             rows += file_rows
             diagnostics += file_diagnostics
     out.mkdir(parents=True, exist_ok=True)
-    report = {"files": [str(path) for path in files], "trajectories": len(rows), "skipped": skipped,
+    report: dict[str, Any] = {"files": [str(path) for path in files], "trajectories": len(rows), "skipped": skipped,
               "produced": []}
+    frame = pd.DataFrame(rows, columns=COLUMNS)
     if rows:
-        frame = pd.DataFrame(rows, columns=COLUMNS)
+        frame.to_csv(out / "trajectories.csv", index=False)
+    # A trajectory of no command has no share of commands connected to E and no command statistics: the figure and
+    # the table leave it out, and say so (why it has none is in trajectories.csv and index.md).
+    empty = (frame.commands == 0).to_numpy(dtype=bool)
+    left_out = (f"{int(empty.sum())} of {len(frame)} trajectories have no command (nothing was read from their "
+                "logs) and are left out; trajectories.csv and index.md say why.") if empty.any() else None
+    report["left_out"] = left_out
+    diagnostics = [record for record, none in zip(diagnostics, empty, strict=True) if not none]
+    frame = frame[~empty]
+    if rows and not frame.empty:
         trajectories, kind, title, notes = figure_subset(frame)
+        notes = [*notes, left_out] if left_out else notes
         plot = connected_fraction_plot(trajectories, kind, f"{name}: {title}")
         longer = int((trajectories.commands >= MIN_REFERENCE_COMMANDS).sum())
         counts = f"{len(trajectories)} {kind} trajectories, {longer} of them with ≥ {MIN_REFERENCE_COMMANDS} commands."
@@ -131,13 +147,18 @@ def corpus_report(sources: list[Path], out: Path, name: str, config: CreditConfi
                            False))
         statistics += [(f"credit/fallback={category}", f"fallbacks[{category}]", count / len(diagnostics), False)
                        for category, count in sorted(aggregate["fallbacks"].items())]
-        note = (f"Over all {len(rows)} trajectories loaded, passing or not; command shares pool the commands of the "
-                "trajectories whose credit was computed. Rows named credit/… are the mean step-factor std and the "
-                "rate of each fallback.")
-        table = statistics_table(f"Dependency-trace statistics on {name}.", statistics, [note])
+        note = (f"Over the {len(frame)} trajectories loaded with at least one command, passing or not; command "
+                "shares pool the commands of the trajectories whose credit was computed. Rows named credit/… are the "
+                "mean step-factor std and the rate of each fallback.")
+        table = statistics_table(f"Dependency-trace statistics on {name}.", statistics,
+                                 [note, left_out] if left_out else [note])
         report["produced"].append(("table11", table.write(out, "table11"), table.notes))
-        frame.to_csv(out / "trajectories.csv", index=False)
-        report["produced"].append(("trajectories", [out / "trajectories.csv"], [f"{len(rows)} trajectories"]))
+    elif rows:
+        report["produced"].append(("fig1d, table11", [], [f"not drawn: {left_out}"]))
+    if rows:
+        partial = sum(bool(row["not_read"]) for row in rows)
+        report["produced"].append(("trajectories", [out / "trajectories.csv"], [
+            f"{len(rows)} trajectories; {partial} of them read only in part (their `not_read` column)"]))
     (out / "index.md").write_text(index_markdown(report, sources, name, config, static, rows, out))
     return report
 
@@ -154,6 +175,10 @@ def index_markdown(report: dict, sources: list[Path], name: str, config: CreditC
                  "as stored: traced where the file has a trace, inferred from the command text otherwise."),
               "", "## Skipped", ""]
     lines += [f"- `{path}`: {reason}" for path, reason in report["skipped"]] or ["- nothing"]
+    lines += ["", "## Read in part", "", "What the reading of each such log left out (the figure and the table leave "
+              "out those with no command):", ""]
+    lines += [f"- `{row['source']}` ({row['task']}, {row['commands']} commands): {row['not_read']}"
+              for row in rows if row["not_read"]] or ["- nothing: every trajectory was read whole"]
     lines += ["", "## Credit config", "", "```json", json.dumps(dataclasses.asdict(config), indent=2), "```",
               "", "## Produced", ""]
     for output, paths, notes in report["produced"]:

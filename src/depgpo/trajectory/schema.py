@@ -183,6 +183,7 @@ class Trajectory(TypedDict):
     num_turns: NotRequired[int]  # model turns (the agent loop, offline inference): may exceed the commands' turns
     environment: NotRequired[EnvironmentRef]  # traced episodes: where the system directories came from
     replay: NotRequired[ReplayRef]  # `depgpo replay`: where the commands came from and how faithfully they replayed
+    reading: NotRequired[dict[str, Any]]  # offline inference: what the log's reading understood and not
 
 
 @dataclass(frozen=True)
