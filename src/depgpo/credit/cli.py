@@ -1,7 +1,9 @@
 """`depgpo credit TRAJ... [key=value ...] [--static] [--beta B] [--variant NAME] [--format table|json] [--graph FILE]`
 
 Shows the credit of every command of one or more trajectories, their step factors, the fallback reason and the
-diagnostics. Every knob of `CreditConfig` can be set as `key=value` (or `credit.key=value`), in the Hydra override
+diagnostics; for a log read offline, also what the reading understood and what not (`read:` / `not read:`, the
+JSON's `reading`), and on a fallback the commands as parsed, uncredited.
+Every knob of `CreditConfig` can be set as `key=value` (or `credit.key=value`), in the Hydra override
 grammar of the stages: `depgpo credit t.json beta=0.25 reveal_once=false incidental_rules=[]`. The active
 configuration heads the table output and is in every JSON object.
 
@@ -24,14 +26,19 @@ _OVERRIDE = re.compile(r"(?:credit\.)?[A-Za-z_]\w*=")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from depgpo.credit.config import VARIANTS, CreditConfig
-    from depgpo.credit.explain import GRAPH_FORMATS
+    from depgpo.credit.graph_figure import GRAPH_FORMATS
 
     parser.add_argument("trajectories", nargs="+", metavar="TRAJ|key=value",
-                        help="trajectory.json, OpenAI chat messages (JSON or JSONL), a Terminus-2 log, an ATIF "
-                             "trajectory or a Harbor trial directory; or a credit knob as key=value")
+                        help="a file or directory, read by content (docs/credit.md#offline-logs): our "
+                             "trajectory.json; OpenAI chat messages (JSON or JSONL); a Terminus-2 log; a "
+                             "mini-swe-agent .traj.json; an OpenHands completion log or event stream; a Gemini CLI "
+                             "session; an ATIF trajectory; a Harbor trial or job directory; a Terminal-Bench 1 trial "
+                             "directory; or a directory of these. Or a credit knob as key=value")
     parser.set_defaults(_positionals="trajectories")  # also after the options (depgpo.cli.main)
     parser.add_argument("--static", action="store_true",
-                        help="infer reads and writes from the command text (for logs recorded without a trace)")
+                        help="re-infer the reads and writes of our own traced trajectory.json from its command "
+                             "texts (to compare static inference with the trace); agent logs have no trace and are "
+                             "always read from their text, with or without this flag")
     parser.add_argument("--beta", type=float, default=None, help=f"same as beta=B (default {CreditConfig.beta})")
     parser.add_argument("--variant", choices=VARIANTS, default=None, help="same as variant=NAME (default full)")
     parser.add_argument("--format", choices=("table", "json"), default="table",
@@ -54,7 +61,8 @@ def split_arguments(items: list[str]) -> tuple[list[Path], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     from depgpo.credit import CreditConfig, TrajectoryError, compute_credit
-    from depgpo.credit.explain import GRAPH_FORMATS, draw_graph, format_config, format_table, to_json
+    from depgpo.credit.explain import format_config, format_table, to_json
+    from depgpo.credit.graph_figure import GRAPH_FORMATS, draw_graph
     from depgpo.inference import load_trajectories, trajectory_sources
 
     paths, overrides = split_arguments(args.trajectories)
@@ -98,12 +106,14 @@ def run(args: argparse.Namespace) -> int:
                                 "please report it with the trajectory)")
             continue
         if args.format == "json":
-            print(json.dumps(to_json(result, source) | {"config": dataclasses.asdict(config)}))
+            print(json.dumps(to_json(result, source, trajectory) | {"config": dataclasses.asdict(config)}))
         else:
-            print(format_table(result, f"== {source}"), end="\n\n")
+            print(format_table(result, f"== {source}", trajectory), end="\n\n")
         if args.graph is not None:
             target = args.graph if len(loaded) == 1 else args.graph.with_stem(f"{args.graph.stem}-{number}")
-            draw_graph(result, target, title=source)
+            # stderr: with --format json, stdout holds only the JSON lines
+            print(f"depgpo credit: graph of {source} written to {draw_graph(result, target, title=source)}",
+                  file=sys.stderr)
     return status
 
 

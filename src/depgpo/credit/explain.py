@@ -1,5 +1,6 @@
 """What a credit result means: each command's role (the wording of the paper's Tables 12-14), the diagnostics of
-docs/credit.md#diagnostics (Table 11), and renderings for people: a table, a JSON object, a dependency-graph figure (Figures 2-4).
+docs/credit.md#diagnostics (Table 11), and renderings for people: a table and a JSON object (the dependency-graph
+figure of Figures 2-4 is credit.graph_figure).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import textwrap
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from depgpo.credit.factors import fallback_category
@@ -207,71 +207,3 @@ def to_json(result: CreditResult, source: str, trajectory: Mapping[str, Any] | N
             "information_edges": [list(edge) for edge in result.information_edges],
         },
     }
-
-
-# ---- dependency-graph figure -------------------------------------------------------------------------------------
-
-GRAPH_FORMATS = (".png", ".svg")
-
-
-def draw_graph(result: CreditResult, path: Path, title: str = "") -> None:
-    """Commands left to right in time (write commands on the upper lane, reads below), the records of E in a
-    column on the right; write -> E edges solid green (grey dotted when nothing survived), G_E edges solid blue
-    (other edges of G light grey), information edges dashed orange; each command coloured by q(c). PNG or SVG
-    by the file's extension."""
-    from matplotlib import colormaps
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-
-    if path.suffix.lower() not in GRAPH_FORMATS:
-        raise ValueError(f"{path}: the graph is written as {' or '.join(GRAPH_FORMATS)}, by extension")
-    count = len(result.commands)
-    records = sorted(set(result.verifier_records) | {record for _, record, _ in result.verifier_edges})
-    node = {command.index: (command.index, 1.0 if command.is_write else 0.0) for command in result.commands}
-    spread = max(1.6, 0.45 * (len(records) - 1))
-    step = spread / (len(records) - 1) if len(records) > 1 else 0.0
-    record_at = {record: (count + 0.8, 0.5 + step * ((len(records) - 1) / 2 - k)) for k, record in enumerate(records)}
-
-    figure = Figure(figsize=(min(max(7.0, 1.3 * count + 4), 60.0), max(4.0, spread + 2.5)))
-    axes = figure.add_subplot()
-    axes.set_axis_off()
-    if title:
-        axes.set_title(title, fontsize=9)
-
-    def arrow(start, end, colour, style, bend):
-        axes.annotate("", xy=end, xytext=start, zorder=1, arrowprops=dict(
-            arrowstyle="-|>", color=colour, linestyle=style, lw=1.2, shrinkA=12, shrinkB=12,
-            connectionstyle=f"arc3,rad={bend}"))
-
-    for c, record, survival in result.verifier_edges:
-        arrow(node[c], record_at[record], "tab:green" if survival > 0 else "0.6", "-" if survival > 0 else ":", 0.0)
-    is_write = {command.index: command.is_write for command in result.commands}
-    for c, r in result.dependency_edges:  # G_E edges (into a write) stand out; a read of c's output is faint
-        arrow(node[c], node[r], "tab:blue" if is_write[r] else "0.75", "-", 0.35)
-    for r, c in result.information_edges:
-        arrow(node[r], node[c], "tab:orange", "--", -0.35)
-
-    norm, cmap = Normalize(0.0, 1.0), colormaps["YlOrRd"]
-    axes.scatter([node[c.index][0] for c in result.commands], [node[c.index][1] for c in result.commands],
-                 c=[c.q for c in result.commands], cmap=cmap, norm=norm, s=520, edgecolors="black", zorder=2)
-    for command in result.commands:
-        x, y = node[command.index]
-        axes.text(x, y, f"t{command.turn}", ha="center", va="center", fontsize=7, zorder=3,
-                  color="white" if command.q > 0.6 else "black")
-        axes.text(x, y + 0.2, f"{command.q:.2f}", ha="center", fontsize=7)
-        axes.text(x, y - 0.2, short_command(command.text, 22), ha="center", va="top", fontsize=6, rotation=12)
-    for record, (x, y) in record_at.items():
-        axes.scatter([x], [y], marker="s", s=200, color="0.85", edgecolors="black", zorder=2)
-        axes.text(x + 0.2, y, record, va="center", fontsize=7)
-    axes.set_xlim(-0.8, count + 3.5)
-    axes.set_ylim(min(-0.8, 0.5 - spread / 2 - 0.4), max(1.8, 0.5 + spread / 2 + 0.4))
-    axes.legend(handles=[
-        Line2D([], [], color="tab:green", label="write → E (survives)"),
-        Line2D([], [], color="tab:blue", label="G_E: later write used it"),
-        Line2D([], [], color="0.75", label="G: later read of its output"),
-        Line2D([], [], color="tab:orange", linestyle="--", label="information: later command used a token"),
-    ], loc="upper left", fontsize=7, frameon=False)
-    figure.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, label="q(c)", fraction=0.03)
-    figure.savefig(path, bbox_inches="tight")
