@@ -1,6 +1,8 @@
 # Shared helpers: paths of the results tree (docs/pipeline.md) and the overrides rules pass to depgpo.
 import os
+import re
 import shlex
+import sys
 
 from depgpo.config import run_overrides
 
@@ -66,3 +68,55 @@ def eval_policy(wildcards):
     if wildcards.run == "sft":
         return f"{setting}/sft/checkpoint"
     return f"{setting}/rl/{wildcards.run}/seed{wildcards.seed}/done.json"
+
+
+# Paths the configs take from DEPGPO_* variables (`${oc.env:DEPGPO_X,DEFAULT}`): each one that is unset and whose
+# default this DAG uses is named on stderr, one line each, so that a dry run never plans /data/... without a word.
+ENV_DEFAULT = re.compile(r"\$\{oc\.env:(DEPGPO_\w+),([^}]*)\}")
+
+
+def _leaves(node, key=""):
+    """(dotted key, value) of every leaf of a plain config container."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            yield from _leaves(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(node, list):
+        for position, value in enumerate(node):
+            yield from _leaves(value, f"{key}[{position}]")
+    else:
+        yield key, node
+
+
+def env_fallbacks():
+    """(variable, default, config key, config file) of each DEPGPO_* path that is unset and that the DAG uses."""
+    from omegaconf import OmegaConf
+
+    from depgpo.config import config_dir
+
+    root = config_dir()
+    declared = {}
+    for path in sorted(root.rglob("*.yaml")):
+        for variable, default in ENV_DEFAULT.findall(path.read_text()):
+            declared.setdefault(variable, (default.strip().strip("'\""), path.relative_to(root.parent)))
+    unset = {variable: found for variable, found in declared.items() if variable not in os.environ}
+    if not unset:
+        return []
+    # Each setting composed as its stages compose it: its model's path and its data's files are only there.
+    configs = [CFG, *(compose_checked(SCALE, OVERRIDES, [f"model={s['model']}", f"data={s['data']}"])
+                      for s in CFG.settings)]
+    used = {}
+    for cfg in configs:
+        for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True)):
+            used.setdefault(value, key) if isinstance(value, str) else None
+    return [(variable, default, used[default], path) for variable, (default, path) in sorted(unset.items())
+            if default in used]
+
+
+for _variable, _default, _key, _file in env_fallbacks():
+    print(f"{_variable} is not set: {_key} falls back to {_default} ({_file})", file=sys.stderr)
+
+
+onstart:
+    # Stage jobs write to their own log (the `log:` of each job above); that is where their progress lines go.
+    print(f"progress of each stage: tail -f {R}/logs/MODEL/DATA/STAGE.log (named as `log:` of each job)",
+          file=sys.stderr)

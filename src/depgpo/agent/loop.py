@@ -242,12 +242,16 @@ def iter_rollouts(policy, jobs: list[tuple[Task, int]], config: AgentConfig) -> 
 
 
 def attempt_tasks(policy, tasks: list[Task], attempts: int, config: AgentConfig, seed: int,
-                  progress: str | None = None) -> dict[str, list[float]]:
-    """Rewards of `attempts` independent rollouts per task (filtering and evaluation rounds)."""
+                  progress: str | None = None, on_rollout: Callable[[Rollout], None] | None = None
+                  ) -> dict[str, list[float]]:
+    """Rewards of `attempts` independent rollouts per task (filtering and evaluation rounds); `on_rollout` is told
+    of each rollout as it ends (a stage's progress)."""
     jobs = [(task, seed * 100_003 + i * 101 + a) for i, task in enumerate(tasks) for a in range(attempts)]
     rewards: dict[str, list[float]] = {task.id: [] for task in tasks}
     for n, ((task, _), rollout) in enumerate(zip(jobs, iter_rollouts(policy, jobs, config)), start=1):
         rewards[task.id].append(rollout.reward)
+        if on_rollout is not None:
+            on_rollout(rollout)
         if progress and n % attempts == 0:
             print(f"[{progress}] {n // attempts}/{len(tasks)} {task.id}: {rewards[task.id]}", flush=True)
     return rewards

@@ -34,6 +34,7 @@ from depgpo.policy.device import resolve_device
 from depgpo.policy.model import load_policy, save_policy
 from depgpo.tasks import Task
 from depgpo.train.checkpoint import recover, replace_dir, staging_dir, write_atomically
+from depgpo.train.progress import Progress
 
 TRAINER_STATE = "trainer_state.pt"  # optimizer and position, written last: a checkpoint that has it is complete
 RUN_OUTPUTS = ("metrics.jsonl", "tb", "trajectories")  # what a run writes besides its checkpoint and done.json
@@ -242,8 +243,14 @@ class RLTrainer:
         writer = SummaryWriter(self.out_dir / "tb", purge_step=self.start_update)
         trajectories_dir = self.out_dir / "trajectories"
         trajectories_dir.mkdir(exist_ok=True)
-        with open(self.out_dir / "metrics.jsonl", "a") as metrics_file:
-            for update in range(self.start_update, self.cfg.rl.updates):
+        label = f"rl {self.out_dir.parent.name}/{self.out_dir.name}"
+        updates = self.cfg.rl.updates
+        # every_percent=0: an update is long enough to be a line of its own in a log
+        with open(self.out_dir / "metrics.jsonl", "a") as metrics_file, \
+                Progress(updates, label, "update", every_percent=0, initial=self.start_update, quiet=not progress,
+                         note=f"updates {self.start_update + 1}-{updates}; metrics in {self.out_dir / 'metrics.jsonl'}"
+                              f", TensorBoard in {self.out_dir / 'tb'}") as bar:
+            for update in range(self.start_update, updates):
                 torch.manual_seed(hash((self.cfg.seed, update)) % (2**31))
                 t0 = time.monotonic()
                 epoch = self.tasks_drawn // len(self.tasks)
@@ -267,10 +274,8 @@ class RLTrainer:
                         for r in g.rollouts:
                             fh.write(json.dumps({"num_turns": r.num_turns, "anchor_keys": r.anchor_keys,
                                                  **r.trajectory}) + "\n")
-                if progress:
-                    print(f"[rl {self.out_dir.parent.name}/{self.out_dir.name}] update {update + 1}/"
-                          f"{self.cfg.rl.updates} reward {metrics.get('train/reward_mean', float('nan')):.3f} "
-                          f"({time.monotonic() - t0:.1f}s)", flush=True)
+                bar.advance(reward=f"{metrics.get('train/reward_mean', float('nan')):.3f}",
+                            took=f"{time.monotonic() - t0:.1f}s")
                 if (update + 1) % self.cfg.rl.checkpoint_every == 0 or update + 1 == self.cfg.rl.updates:
                     self.save_checkpoint(update + 1)
         writer.close()

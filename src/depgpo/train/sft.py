@@ -27,6 +27,7 @@ from depgpo.policy.model import build_tiny_qwen3, load_smollm2, save_policy, tra
 from depgpo.train.checkpoint import replace_dir, staging_dir
 # IGNORE_INDEX: the label of tokens without loss (prompt, template, observations, padding)
 from depgpo.train.induction import IGNORE_INDEX, induction_examples, written_tokens
+from depgpo.train.progress import Progress
 from depgpo.train.sft_import import read_conversations
 
 
@@ -125,13 +126,17 @@ def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mappin
         optimizer.step()
         return loss.item(), int((labels[:, 1:] != IGNORE_INDEX).sum())
 
-    with metrics_path.open("w") as metrics:
+    # Counted: the copying steps before SFT and the SFT steps; a mixed-in copying step (drawn at random) is not.
+    note = f"{len(examples)} conversations, {copy['steps'] + total} steps; the loss of each in {metrics_path}"
+    with metrics_path.open("w") as metrics, Progress(copy["steps"] + total, "sft", "step", note=note) as progress:
+
         def log(phase: str, epoch: int, loss: float, tokens_seen: int) -> None:
             metrics.write(json.dumps({"phase": phase, "step": step, "epoch": epoch, "loss": loss, "tokens": tokens_seen,
                                       "time_s": round(time.perf_counter() - start, 3)}) + "\n")
 
         for copy_step in range(copy["steps"]):
             log("copy", -1, *optimise(induction_examples(tokens, copy["batch"], recall, shuffle), copy["lr"]))
+            progress.advance(phase="copy")
         for epoch in range(train_cfg["epochs"]):
             order = torch.randperm(len(examples), generator=shuffle).tolist()
             for first in range(0, len(order), batch_size):
@@ -139,6 +144,7 @@ def _train(model, examples: list[tuple[list[int], list[int]]], train_cfg: Mappin
                                           _lr_at(step, total, train_cfg))
                 step += 1
                 log("sft", epoch, loss, labelled)
+                progress.advance(phase="sft", epoch=epoch, loss=f"{loss:.3f}")
                 if copy["mix"] and torch.rand(1, generator=shuffle).item() < copy["mix"]:
                     log("copy", epoch, *optimise(induction_examples(tokens, copy["batch"], recall, shuffle),
                                                  copy["lr"]))
