@@ -14,17 +14,10 @@ from depgpo.train.progress import Progress
 
 def evaluate(policy, tasks: list[Task], agent: AgentConfig, rounds: int, seed: int, run: str, test_set: str) -> dict:
     per_round = []
-    solved = 0
-
-    def count(rollout) -> None:
-        nonlocal solved
-        solved += rollout.reward >= 1.0
-        progress.advance(solved=solved)
-
     note = f"{rounds} rounds x {len(tasks)} tasks"
     with Progress(rounds * len(tasks), f"eval {run} {test_set}", "episode", note=note) as progress:
         for r in range(rounds):
-            rewards = attempt_tasks(policy, tasks, 1, agent, seed=seed * 7919 + r, on_rollout=count)
+            rewards = attempt_tasks(policy, tasks, 1, agent, seed=seed * 7919 + r, on_rollout=progress.rollout_done)
             per_round.append({"round": r, "tasks": {t: int(rs[0] >= 1.0) for t, rs in rewards.items()}})
     pass_at_1 = [100.0 * sum(r["tasks"].values()) / max(1, len(r["tasks"])) for r in per_round]
     return {"run": run, "test_set": test_set, "rounds": per_round, "pass_at_1": pass_at_1,

@@ -35,16 +35,9 @@ def select_tasks(success_counts: dict[str, int], attempts: int, val_fraction: fl
 
 def run_filter(policy, tasks: list[Task], agent: AgentConfig, attempts: int, val_fraction: float, seed: int,
                out_dir: Path) -> dict:
-    solved = 0
-
-    def count(rollout) -> None:
-        nonlocal solved
-        solved += rollout.reward >= 1.0
-        progress.advance(solved=solved)
-
     note = f"{len(tasks)} tasks x {attempts} attempts; the selection goes to {out_dir}"
     with Progress(len(tasks) * attempts, "filter", "attempt", note=note) as progress:
-        rewards = attempt_tasks(policy, tasks, attempts, agent, seed, on_rollout=count)
+        rewards = attempt_tasks(policy, tasks, attempts, agent, seed, on_rollout=progress.rollout_done)
     success = {task_id: sum(r >= 1.0 for r in rs) for task_id, rs in rewards.items()}
     train, val, counts = select_tasks(success, attempts, val_fraction, seed)
     by_id = {t.id: t for t in tasks}

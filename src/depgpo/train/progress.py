@@ -68,6 +68,7 @@ class Progress:
         self.status: dict[str, object] = {}
         self.started = self.last_line = clock()
         self.bar = None
+        self.solved = 0  # rollout_done's count
         if self.mode != "off":
             self._line(note or f"{initial}/{self.total} {unit}s")
         if self.mode == "bar":
@@ -89,6 +90,11 @@ class Progress:
             step = self.total * self.every_percent / 100
             if self.done >= self.total or self.done - self.last_done >= step or now - self.last_line >= self.every_s:
                 self._report(now)
+
+    def rollout_done(self, rollout) -> None:
+        """`attempt_tasks`' on_rollout for filtering and evaluation: one more episode, and the count solved so far."""
+        self.solved += rollout.reward >= 1.0
+        self.advance(solved=self.solved)
 
     def close(self) -> None:
         if self.bar is not None:
